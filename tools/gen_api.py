@@ -180,7 +180,7 @@ def gen_wrappers_c(entries: list[Entry]) -> str:
         else:
             out.append(f'    if (n4p_parse_args(args, nargs, kwnames, "{e.pyname}", NULL, 0, 0, NULL) < 0)')
             out.append("        return NULL;")
-        out.append(f"    {e.name}_fn fn = ({e.name}_fn)n4p_fn(N4P_IDX_{e.name});")
+        out.append(f"    {e.name}_fn fn = ({e.name}_fn)n4p_fn(mod, N4P_IDX_{e.name});")
         out.append("    if (fn == NULL)")
         out.append("        return NULL;")
         for i, p in enumerate(e.params):

@@ -9,7 +9,7 @@ w_mem_free(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwn
     PyObject *a[1];
     if (n4p_parse_args(args, nargs, kwnames, "mem_free", kw, 1, 1, a) < 0)
         return NULL;
-    ncclMemFree_fn fn = (ncclMemFree_fn)n4p_fn(N4P_IDX_ncclMemFree);
+    ncclMemFree_fn fn = (ncclMemFree_fn)n4p_fn(mod, N4P_IDX_ncclMemFree);
     if (fn == NULL)
         return NULL;
     void* v0;
@@ -29,7 +29,7 @@ w_comm_finalize(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject
     PyObject *a[1];
     if (n4p_parse_args(args, nargs, kwnames, "comm_finalize", kw, 1, 1, a) < 0)
         return NULL;
-    ncclCommFinalize_fn fn = (ncclCommFinalize_fn)n4p_fn(N4P_IDX_ncclCommFinalize);
+    ncclCommFinalize_fn fn = (ncclCommFinalize_fn)n4p_fn(mod, N4P_IDX_ncclCommFinalize);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
@@ -49,7 +49,7 @@ w_comm_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject 
     PyObject *a[1];
     if (n4p_parse_args(args, nargs, kwnames, "comm_destroy", kw, 1, 1, a) < 0)
         return NULL;
-    ncclCommDestroy_fn fn = (ncclCommDestroy_fn)n4p_fn(N4P_IDX_ncclCommDestroy);
+    ncclCommDestroy_fn fn = (ncclCommDestroy_fn)n4p_fn(mod, N4P_IDX_ncclCommDestroy);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
@@ -69,7 +69,7 @@ w_comm_abort(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     PyObject *a[1];
     if (n4p_parse_args(args, nargs, kwnames, "comm_abort", kw, 1, 1, a) < 0)
         return NULL;
-    ncclCommAbort_fn fn = (ncclCommAbort_fn)n4p_fn(N4P_IDX_ncclCommAbort);
+    ncclCommAbort_fn fn = (ncclCommAbort_fn)n4p_fn(mod, N4P_IDX_ncclCommAbort);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
@@ -89,7 +89,7 @@ w_comm_revoke(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     PyObject *a[2];
     if (n4p_parse_args(args, nargs, kwnames, "comm_revoke", kw, 2, 2, a) < 0)
         return NULL;
-    ncclCommRevoke_fn fn = (ncclCommRevoke_fn)n4p_fn(N4P_IDX_ncclCommRevoke);
+    ncclCommRevoke_fn fn = (ncclCommRevoke_fn)n4p_fn(mod, N4P_IDX_ncclCommRevoke);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
@@ -112,7 +112,7 @@ w_comm_suspend(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject 
     PyObject *a[2];
     if (n4p_parse_args(args, nargs, kwnames, "comm_suspend", kw, 2, 2, a) < 0)
         return NULL;
-    ncclCommSuspend_fn fn = (ncclCommSuspend_fn)n4p_fn(N4P_IDX_ncclCommSuspend);
+    ncclCommSuspend_fn fn = (ncclCommSuspend_fn)n4p_fn(mod, N4P_IDX_ncclCommSuspend);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
@@ -135,7 +135,7 @@ w_comm_resume(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     PyObject *a[1];
     if (n4p_parse_args(args, nargs, kwnames, "comm_resume", kw, 1, 1, a) < 0)
         return NULL;
-    ncclCommResume_fn fn = (ncclCommResume_fn)n4p_fn(N4P_IDX_ncclCommResume);
+    ncclCommResume_fn fn = (ncclCommResume_fn)n4p_fn(mod, N4P_IDX_ncclCommResume);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
@@ -155,7 +155,7 @@ w_comm_deregister(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObje
     PyObject *a[2];
     if (n4p_parse_args(args, nargs, kwnames, "comm_deregister", kw, 2, 2, a) < 0)
         return NULL;
-    ncclCommDeregister_fn fn = (ncclCommDeregister_fn)n4p_fn(N4P_IDX_ncclCommDeregister);
+    ncclCommDeregister_fn fn = (ncclCommDeregister_fn)n4p_fn(mod, N4P_IDX_ncclCommDeregister);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
@@ -178,7 +178,7 @@ w_comm_window_deregister(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
     PyObject *a[2];
     if (n4p_parse_args(args, nargs, kwnames, "comm_window_deregister", kw, 2, 2, a) < 0)
         return NULL;
-    ncclCommWindowDeregister_fn fn = (ncclCommWindowDeregister_fn)n4p_fn(N4P_IDX_ncclCommWindowDeregister);
+    ncclCommWindowDeregister_fn fn = (ncclCommWindowDeregister_fn)n4p_fn(mod, N4P_IDX_ncclCommWindowDeregister);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
@@ -201,7 +201,7 @@ w_red_op_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     PyObject *a[2];
     if (n4p_parse_args(args, nargs, kwnames, "red_op_destroy", kw, 2, 2, a) < 0)
         return NULL;
-    ncclRedOpDestroy_fn fn = (ncclRedOpDestroy_fn)n4p_fn(N4P_IDX_ncclRedOpDestroy);
+    ncclRedOpDestroy_fn fn = (ncclRedOpDestroy_fn)n4p_fn(mod, N4P_IDX_ncclRedOpDestroy);
     if (fn == NULL)
         return NULL;
     int v0;
@@ -224,7 +224,7 @@ w_reduce(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     PyObject *a[8];
     if (n4p_parse_args(args, nargs, kwnames, "reduce", kw, 8, 8, a) < 0)
         return NULL;
-    ncclReduce_fn fn = (ncclReduce_fn)n4p_fn(N4P_IDX_ncclReduce);
+    ncclReduce_fn fn = (ncclReduce_fn)n4p_fn(mod, N4P_IDX_ncclReduce);
     if (fn == NULL)
         return NULL;
     const void* v0;
@@ -265,7 +265,7 @@ w_bcast(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
     PyObject *a[6];
     if (n4p_parse_args(args, nargs, kwnames, "bcast", kw, 6, 6, a) < 0)
         return NULL;
-    ncclBcast_fn fn = (ncclBcast_fn)n4p_fn(N4P_IDX_ncclBcast);
+    ncclBcast_fn fn = (ncclBcast_fn)n4p_fn(mod, N4P_IDX_ncclBcast);
     if (fn == NULL)
         return NULL;
     void* v0;
@@ -300,7 +300,7 @@ w_broadcast(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     PyObject *a[7];
     if (n4p_parse_args(args, nargs, kwnames, "broadcast", kw, 7, 7, a) < 0)
         return NULL;
-    ncclBroadcast_fn fn = (ncclBroadcast_fn)n4p_fn(N4P_IDX_ncclBroadcast);
+    ncclBroadcast_fn fn = (ncclBroadcast_fn)n4p_fn(mod, N4P_IDX_ncclBroadcast);
     if (fn == NULL)
         return NULL;
     const void* v0;
@@ -338,7 +338,7 @@ w_all_reduce(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     PyObject *a[7];
     if (n4p_parse_args(args, nargs, kwnames, "all_reduce", kw, 7, 7, a) < 0)
         return NULL;
-    ncclAllReduce_fn fn = (ncclAllReduce_fn)n4p_fn(N4P_IDX_ncclAllReduce);
+    ncclAllReduce_fn fn = (ncclAllReduce_fn)n4p_fn(mod, N4P_IDX_ncclAllReduce);
     if (fn == NULL)
         return NULL;
     const void* v0;
@@ -376,7 +376,7 @@ w_reduce_scatter(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     PyObject *a[7];
     if (n4p_parse_args(args, nargs, kwnames, "reduce_scatter", kw, 7, 7, a) < 0)
         return NULL;
-    ncclReduceScatter_fn fn = (ncclReduceScatter_fn)n4p_fn(N4P_IDX_ncclReduceScatter);
+    ncclReduceScatter_fn fn = (ncclReduceScatter_fn)n4p_fn(mod, N4P_IDX_ncclReduceScatter);
     if (fn == NULL)
         return NULL;
     const void* v0;
@@ -414,7 +414,7 @@ w_all_gather(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     PyObject *a[6];
     if (n4p_parse_args(args, nargs, kwnames, "all_gather", kw, 6, 6, a) < 0)
         return NULL;
-    ncclAllGather_fn fn = (ncclAllGather_fn)n4p_fn(N4P_IDX_ncclAllGather);
+    ncclAllGather_fn fn = (ncclAllGather_fn)n4p_fn(mod, N4P_IDX_ncclAllGather);
     if (fn == NULL)
         return NULL;
     const void* v0;
@@ -449,7 +449,7 @@ w_allto_all(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     PyObject *a[6];
     if (n4p_parse_args(args, nargs, kwnames, "allto_all", kw, 6, 6, a) < 0)
         return NULL;
-    ncclAlltoAll_fn fn = (ncclAlltoAll_fn)n4p_fn(N4P_IDX_ncclAlltoAll);
+    ncclAlltoAll_fn fn = (ncclAlltoAll_fn)n4p_fn(mod, N4P_IDX_ncclAlltoAll);
     if (fn == NULL)
         return NULL;
     const void* v0;
@@ -484,7 +484,7 @@ w_gather(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     PyObject *a[7];
     if (n4p_parse_args(args, nargs, kwnames, "gather", kw, 7, 7, a) < 0)
         return NULL;
-    ncclGather_fn fn = (ncclGather_fn)n4p_fn(N4P_IDX_ncclGather);
+    ncclGather_fn fn = (ncclGather_fn)n4p_fn(mod, N4P_IDX_ncclGather);
     if (fn == NULL)
         return NULL;
     const void* v0;
@@ -522,7 +522,7 @@ w_scatter(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
     PyObject *a[7];
     if (n4p_parse_args(args, nargs, kwnames, "scatter", kw, 7, 7, a) < 0)
         return NULL;
-    ncclScatter_fn fn = (ncclScatter_fn)n4p_fn(N4P_IDX_ncclScatter);
+    ncclScatter_fn fn = (ncclScatter_fn)n4p_fn(mod, N4P_IDX_ncclScatter);
     if (fn == NULL)
         return NULL;
     const void* v0;
@@ -560,7 +560,7 @@ w_send(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
     PyObject *a[6];
     if (n4p_parse_args(args, nargs, kwnames, "send", kw, 6, 6, a) < 0)
         return NULL;
-    ncclSend_fn fn = (ncclSend_fn)n4p_fn(N4P_IDX_ncclSend);
+    ncclSend_fn fn = (ncclSend_fn)n4p_fn(mod, N4P_IDX_ncclSend);
     if (fn == NULL)
         return NULL;
     const void* v0;
@@ -595,7 +595,7 @@ w_recv(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
     PyObject *a[6];
     if (n4p_parse_args(args, nargs, kwnames, "recv", kw, 6, 6, a) < 0)
         return NULL;
-    ncclRecv_fn fn = (ncclRecv_fn)n4p_fn(N4P_IDX_ncclRecv);
+    ncclRecv_fn fn = (ncclRecv_fn)n4p_fn(mod, N4P_IDX_ncclRecv);
     if (fn == NULL)
         return NULL;
     void* v0;
@@ -630,7 +630,7 @@ w_put_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     PyObject *a[11];
     if (n4p_parse_args(args, nargs, kwnames, "put_signal", kw, 11, 11, a) < 0)
         return NULL;
-    ncclPutSignal_fn fn = (ncclPutSignal_fn)n4p_fn(N4P_IDX_ncclPutSignal);
+    ncclPutSignal_fn fn = (ncclPutSignal_fn)n4p_fn(mod, N4P_IDX_ncclPutSignal);
     if (fn == NULL)
         return NULL;
     const void* v0;
@@ -680,7 +680,7 @@ w_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     PyObject *a[6];
     if (n4p_parse_args(args, nargs, kwnames, "signal", kw, 6, 6, a) < 0)
         return NULL;
-    ncclSignal_fn fn = (ncclSignal_fn)n4p_fn(N4P_IDX_ncclSignal);
+    ncclSignal_fn fn = (ncclSignal_fn)n4p_fn(mod, N4P_IDX_ncclSignal);
     if (fn == NULL)
         return NULL;
     int v0;
@@ -713,7 +713,7 @@ w_group_start(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
 {
     if (n4p_parse_args(args, nargs, kwnames, "group_start", NULL, 0, 0, NULL) < 0)
         return NULL;
-    ncclGroupStart_fn fn = (ncclGroupStart_fn)n4p_fn(N4P_IDX_ncclGroupStart);
+    ncclGroupStart_fn fn = (ncclGroupStart_fn)n4p_fn(mod, N4P_IDX_ncclGroupStart);
     if (fn == NULL)
         return NULL;
     ncclResult_t r;
@@ -728,7 +728,7 @@ w_group_end(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
 {
     if (n4p_parse_args(args, nargs, kwnames, "group_end", NULL, 0, 0, NULL) < 0)
         return NULL;
-    ncclGroupEnd_fn fn = (ncclGroupEnd_fn)n4p_fn(N4P_IDX_ncclGroupEnd);
+    ncclGroupEnd_fn fn = (ncclGroupEnd_fn)n4p_fn(mod, N4P_IDX_ncclGroupEnd);
     if (fn == NULL)
         return NULL;
     ncclResult_t r;
@@ -745,7 +745,7 @@ w_all_reduce_with_bias(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, P
     PyObject *a[8];
     if (n4p_parse_args(args, nargs, kwnames, "all_reduce_with_bias", kw, 8, 8, a) < 0)
         return NULL;
-    ncclAllReduceWithBias_fn fn = (ncclAllReduceWithBias_fn)n4p_fn(N4P_IDX_ncclAllReduceWithBias);
+    ncclAllReduceWithBias_fn fn = (ncclAllReduceWithBias_fn)n4p_fn(mod, N4P_IDX_ncclAllReduceWithBias);
     if (fn == NULL)
         return NULL;
     const void* v0;

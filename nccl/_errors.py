@@ -1,0 +1,78 @@
+"""Exceptions raised by the low-level bindings.
+
+Kept in plain Python so that they pickle by reference and can be re-created
+in a process that has no library loaded.
+"""
+from __future__ import annotations
+
+__all__ = ["NCCLError", "NotSupportedError", "FunctionNotFoundError"]
+
+# Used only when the library itself cannot be asked (e.g. after unpickling in
+# a process without it).
+_FALLBACK_TEXT = {
+    0: "no error",
+    1: "unhandled GPU runtime error",
+    2: "system error",
+    3: "internal error",
+    4: "invalid argument",
+    5: "invalid usage",
+    6: "remote process exited or there was a network error",
+    7: "operation in progress",
+    8: "operation timed out",
+}
+
+
+def _describe(status: int) -> str:
+    from ._enums import Result
+
+    try:
+        name = Result(status).name
+    except ValueError:
+        name = "UnknownResult"
+    try:
+        from . import _nccl
+
+        text = _nccl.get_error_string(status)
+        last = _nccl.get_last_error(0)
+    except Exception:
+        text = _FALLBACK_TEXT.get(status, "unknown result code")
+        last = ""
+    msg = f"{name} ({status}): {text}"
+    if last:
+        msg += f" [last error: {last.strip()}]"
+    return msg
+
+
+class NCCLError(Exception):
+    """A call into NCCL/RCCL returned an error status.
+
+    ``.status`` is the ``ncclResult_t`` value; the message is
+    ``"<Name> (<value>): <ncclGetErrorString>"`` followed by the library's
+    ``ncclGetLastError`` text when it has one.
+    """
+
+    def __init__(self, status: int, message: str | None = None):
+        self.status = int(status)
+        if message is None:
+            message = _describe(self.status)
+        super().__init__(message)
+
+    @property
+    def result(self):
+        from ._enums import Result
+
+        try:
+            return Result(self.status)
+        except ValueError:
+            return self.status
+
+    def __reduce__(self):
+        return (type(self), (self.status, str(self)))
+
+
+class NotSupportedError(RuntimeError):
+    """No usable NCCL/RCCL library could be loaded."""
+
+
+class FunctionNotFoundError(NotImplementedError):
+    """The loaded library does not export the C function a wrapper needs."""

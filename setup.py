@@ -1,0 +1,63 @@
+"""Build the C extension nccl._nccl and the host backend libnccl4py_host.so.
+
+Only a C compiler is needed: no Cython, no CUDA or ROCm headers.
+Set NCCL4PY_SANITIZE=1 to build both with AddressSanitizer and UBSan.
+"""
+import os
+import subprocess
+import sys
+from glob import glob
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-fvisibility=hidden"]
+SAN = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+if os.environ.get("NCCL4PY_SANITIZE"):
+    CFLAGS += SAN
+LDFLAGS = SAN if os.environ.get("NCCL4PY_SANITIZE") else []
+
+
+def _regenerate():
+    gen = os.path.join(HERE, "tools", "gen_api.py")
+    if os.path.exists(gen):
+        subprocess.check_call([sys.executable, gen])
+
+
+class BuildExt(build_ext):
+    """Builds the extension, then the host backend as a plain shared library."""
+
+    def run(self):
+        _regenerate()
+        super().run()
+        self.build_host_backend()
+
+    def build_host_backend(self):
+        sources = sorted(s for s in glob(os.path.join("host", "*.c"))
+                         if not os.path.basename(s).startswith("test_"))
+        if not sources:
+            return
+        base = "." if self.inplace else self.build_lib
+        outdir = os.path.join(base, "nccl", "_lib")
+        os.makedirs(outdir, exist_ok=True)
+        objects = self.compiler.compile(
+            sources, output_dir=self.build_temp, include_dirs=["src"],
+            extra_preargs=["-fPIC", "-pthread", "-D_GNU_SOURCE"],
+            extra_postargs=CFLAGS + ["-Wshadow"])
+        self.compiler.link_shared_object(
+            objects, "libnccl4py_host.so", output_dir=outdir,
+            extra_postargs=["-pthread", "-lrt", "-lm"] + LDFLAGS)
+
+
+ext = Extension(
+    "nccl._nccl",
+    sources=sorted(glob("src/*.c")) + ["src/gen/wrappers_simple.c"],
+    include_dirs=["src"],
+    depends=glob("src/*.h") + glob("src/gen/*.h") + ["src/nccl_api.def"],
+    libraries=["dl"],
+    extra_compile_args=CFLAGS,
+    extra_link_args=LDFLAGS,
+)
+
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})

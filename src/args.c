@@ -1,0 +1,299 @@
+/*
+ * args.c - converting Python arguments to C values.
+ *
+ * Rules (the same for every wrapper):
+ *   - addresses and handles are Python ints (or objects with __index__),
+ *     in [-2**63, 2**64); None is a TypeError, not a NULL pointer;
+ *   - sizes are ints in [0, 2**64); C ints are range-checked; floats are
+ *     rejected, never truncated;
+ *   - out of range gives OverflowError, the wrong type TypeError, and the
+ *     message names the parameter.
+ */
+#include "bindings.h"
+
+#include <string.h>
+
+static int
+type_error(const char *name, const char *want, PyObject *o)
+{
+    PyErr_Format(PyExc_TypeError, "%s must be %s, not %.100s", name, want, Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+/* A new reference to an exact int for o, or NULL with TypeError. */
+static PyObject *
+as_index(PyObject *o, const char *name, const char *want)
+{
+    if (PyLong_Check(o))
+        return Py_NewRef(o);
+    if (o == Py_None || PyFloat_Check(o) || Py_TYPE(o)->tp_as_number == NULL ||
+        Py_TYPE(o)->tp_as_number->nb_index == NULL) {
+        type_error(name, want, o);
+        return NULL;
+    }
+    return PyNumber_Index(o);
+}
+
+int
+n4p_arg_ptr(PyObject *o, const char *name, void **out)
+{
+    PyObject *i = as_index(o, name, "an int (an address or handle)");
+    if (i == NULL)
+        return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    if (overflow > 0) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(i);
+        Py_DECREF(i);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_OverflowError, "%s does not fit in a pointer", name);
+            return -1;
+        }
+        *out = (void *)(uintptr_t)u;
+        return 0;
+    }
+    Py_DECREF(i);
+    if (overflow < 0) {
+        PyErr_Format(PyExc_OverflowError, "%s does not fit in a pointer", name);
+        return -1;
+    }
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = (void *)(intptr_t)v;
+    return 0;
+}
+
+int
+n4p_arg_out_ptr(PyObject *o, const char *name, void **out)
+{
+    if (n4p_arg_ptr(o, name, out) < 0)
+        return -1;
+    if (*out == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s must be the non-zero address of storage for the result "
+                     "(e.g. PointerBox().address)", name);
+        return -1;
+    }
+    return 0;
+}
+
+int
+n4p_arg_size(PyObject *o, const char *name, size_t *out)
+{
+    PyObject *i = as_index(o, name, "an int");
+    if (i == NULL)
+        return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    if (overflow == 0 && v >= 0) {
+        Py_DECREF(i);
+        *out = (size_t)v;
+        return 0;
+    }
+    if (overflow == 0 && v == -1 && PyErr_Occurred()) {
+        Py_DECREF(i);
+        return -1;
+    }
+    if (overflow < 0 || (overflow == 0 && v < 0)) {
+        Py_DECREF(i);
+        PyErr_Format(PyExc_OverflowError, "%s must be non-negative", name);
+        return -1;
+    }
+    unsigned long long u = PyLong_AsUnsignedLongLong(i);
+    Py_DECREF(i);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "%s does not fit in a size_t", name);
+        return -1;
+    }
+    *out = (size_t)u;
+    return 0;
+}
+
+int
+n4p_arg_int(PyObject *o, const char *name, int *out)
+{
+    PyObject *i = as_index(o, name, "an int");
+    if (i == NULL)
+        return -1;
+    int overflow = 0;
+    long v = PyLong_AsLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
+    if (overflow || v < INT_MIN || v > INT_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%s does not fit in a C int", name);
+        return -1;
+    }
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int
+n4p_arg_uint(PyObject *o, const char *name, unsigned int *out)
+{
+    PyObject *i = as_index(o, name, "an int");
+    if (i == NULL)
+        return -1;
+    int overflow = 0;
+    long v = PyLong_AsLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
+    if (overflow || v < 0 || v > (long)UINT_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%s does not fit in a C unsigned int", name);
+        return -1;
+    }
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = (unsigned int)v;
+    return 0;
+}
+
+int
+n4p_arg_bytes(PyObject *o, const char *name, Py_ssize_t minlen, int writable, n4p_bytes_arg *out)
+{
+    memset(out, 0, sizeof *out);
+    if (PyLong_Check(o) || (!PyObject_CheckBuffer(o) && PyIndex_Check(o))) {
+        if (n4p_arg_ptr(o, name, &out->ptr) < 0)
+            return -1;
+        if (out->ptr == NULL) {
+            PyErr_Format(PyExc_ValueError, "%s must not be a null address", name);
+            return -1;
+        }
+        return 0;
+    }
+    if (!PyObject_CheckBuffer(o))
+        return type_error(name, "an int address or a contiguous buffer", o), -1;
+    int flags = PyBUF_ANY_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, &out->view, flags) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s must be a contiguous%s buffer of at least %zd bytes",
+                     name, writable ? " writable" : "", minlen);
+        return -1;
+    }
+    out->have_view = 1;
+    if (out->view.len < minlen) {
+        PyErr_Format(PyExc_ValueError, "%s must be at least %zd bytes, got %zd", name, minlen,
+                     out->view.len);
+        n4p_bytes_release(out);
+        return -1;
+    }
+    out->ptr = out->view.buf;
+    return 0;
+}
+
+void
+n4p_bytes_release(n4p_bytes_arg *a)
+{
+    if (a->have_view) {
+        PyBuffer_Release(&a->view);
+        a->have_view = 0;
+    }
+}
+
+/* Shared body of the int / size_t array converters. */
+static int
+arg_array(PyObject *o, const char *name, void **out, Py_ssize_t *len, int *owned, size_t elsize)
+{
+    *out = NULL;
+    *len = -1;
+    *owned = 0;
+    if (o == Py_None)
+        return 0;
+    if (PyLong_Check(o) || PyIndex_Check(o))
+        return n4p_arg_ptr(o, name, out);
+    PyObject *seq = PySequence_Fast(o, "");
+    if (seq == NULL) {
+        PyErr_Clear();
+        return type_error(name, "a sequence of ints, an int address or None", o), -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    void *buf = PyMem_Calloc(n ? (size_t)n : 1, elsize);
+    if (buf == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        int rc;
+        if (elsize == sizeof(int))
+            rc = n4p_arg_int(item, name, &((int *)buf)[i]);
+        else
+            rc = n4p_arg_size(item, name, &((size_t *)buf)[i]);
+        if (rc < 0) {
+            PyMem_Free(buf);
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    *out = buf;
+    *len = n;
+    *owned = 1;
+    return 0;
+}
+
+int
+n4p_arg_int_array(PyObject *o, const char *name, int **out, Py_ssize_t *len, int *owned)
+{
+    return arg_array(o, name, (void **)out, len, owned, sizeof(int));
+}
+
+int
+n4p_arg_size_array(PyObject *o, const char *name, size_t **out, Py_ssize_t *len, int *owned)
+{
+    return arg_array(o, name, (void **)out, len, owned, sizeof(size_t));
+}
+
+/* ----------------------------------------------------------- keyword parse */
+
+Py_ssize_t
+n4p_parse_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *fname,
+               const char *const *kw, Py_ssize_t minargs, Py_ssize_t maxargs, PyObject **out)
+{
+    if (kwnames == NULL && nargs == maxargs) {
+        /* the common case: all positional */
+        for (Py_ssize_t i = 0; i < nargs; i++)
+            out[i] = args[i];
+        return nargs;
+    }
+    if (nargs > maxargs) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %zd arguments (%zd given)", fname,
+                     maxargs, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < maxargs; i++)
+        out[i] = i < nargs ? args[i] : NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        const char *ks = PyUnicode_AsUTF8(key);
+        if (ks == NULL)
+            return -1;
+        Py_ssize_t slot = -1;
+        for (Py_ssize_t i = 0; i < maxargs; i++) {
+            if (strcmp(kw[i], ks) == 0) {
+                slot = i;
+                break;
+            }
+        }
+        if (slot < 0) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fname, ks);
+            return -1;
+        }
+        if (out[slot] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname, ks);
+            return -1;
+        }
+        out[slot] = args[nargs + k];
+    }
+    for (Py_ssize_t i = 0; i < minargs; i++) {
+        if (out[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %zd)", fname,
+                         kw[i], i + 1);
+            return -1;
+        }
+    }
+    return nargs + nkw;
+}

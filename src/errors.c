@@ -1,0 +1,44 @@
+/*
+ * errors.c - turning library status codes into Python exceptions.
+ *
+ * The exception classes live in nccl/_errors.py (plain Python, so that they
+ * pickle by reference and need no library to be re-created); this file only
+ * fetches them at module init and raises them.
+ */
+#include "bindings.h"
+
+int
+n4p_init_errors(PyObject *Py_UNUSED(mod), n4p_state *st)
+{
+    PyObject *m = PyImport_ImportModule("nccl._errors");
+    if (m == NULL)
+        return -1;
+    st->nccl_error = PyObject_GetAttrString(m, "NCCLError");
+    st->function_not_found = PyObject_GetAttrString(m, "FunctionNotFoundError");
+    st->not_supported = PyObject_GetAttrString(m, "NotSupportedError");
+    Py_DECREF(m);
+    if (st->nccl_error == NULL || st->function_not_found == NULL || st->not_supported == NULL)
+        return -1;
+    return 0;
+}
+
+PyObject *
+n4p_raise_status(PyObject *mod, ncclResult_t status)
+{
+    n4p_state *st = n4p_get_state(mod);
+    PyObject *exc = PyObject_CallFunction(st->nccl_error, "i", (int)status);
+    if (exc != NULL) {
+        PyErr_SetObject(st->nccl_error, exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+PyObject *
+n4p_check_status(PyObject *mod, PyObject *arg)
+{
+    int status;
+    if (n4p_arg_int(arg, "status", &status) < 0)
+        return NULL;
+    return n4p_status_none(mod, (ncclResult_t)status);
+}

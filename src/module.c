@@ -1,0 +1,93 @@
+/*
+ * module.c - the nccl._nccl extension module: state, init, method tables.
+ *
+ * Importing the module loads no library; the first wrapper call does
+ * (see loader.c).
+ */
+#include "bindings.h"
+
+static PyMethodDef module_methods[] = {
+    {"check_status", (PyCFunction)n4p_check_status, METH_O,
+     "check_status(status)\n--\n\nRaise NCCLError unless status is Success or InProgress."},
+    {"get_library_path", (PyCFunction)n4p_get_library_path, METH_NOARGS,
+     "get_library_path()\n--\n\nPath of the loaded NCCL/RCCL library (loads it if needed)."},
+    {"_loader_report", (PyCFunction)n4p_loader_report, METH_NOARGS,
+     "Load the library if possible and describe what was tried; never raises for a missing "
+     "library."},
+    {"_api_table", (PyCFunction)n4p_api_table_list, METH_NOARGS,
+     "[(symbol, alternatives, python name, first version, resolved)] for every table entry."},
+    {"_struct_layouts", (PyCFunction)n4p_struct_layouts, METH_NOARGS,
+     "{struct name: (sizeof, [(field, offset, type code)])}"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+module_exec(PyObject *mod)
+{
+    n4p_state *st = n4p_get_state(mod);
+    if (n4p_init_errors(mod, st) < 0 || n4p_init_structs(mod, st) < 0 ||
+        n4p_init_pointer_box(mod, st) < 0)
+        return -1;
+    if (PyModule_AddFunctions(mod, n4p_generated_methods) < 0 ||
+        PyModule_AddFunctions(mod, n4p_wrapper_methods) < 0)
+        return -1;
+    if (PyModule_AddIntConstant(mod, "API_COUNT", N4P_API_COUNT) < 0 ||
+        PyModule_AddIntConstant(mod, "ABI_VERSION", NCCL4PY_ABI_VERSION_CODE) < 0)
+        return -1;
+    return 0;
+}
+
+static int
+module_traverse(PyObject *mod, visitproc visit, void *arg)
+{
+    n4p_state *st = n4p_get_state(mod);
+    Py_VISIT(st->nccl_error);
+    Py_VISIT(st->function_not_found);
+    Py_VISIT(st->not_supported);
+    for (int k = 0; k < N4P_S_COUNT; k++)
+        Py_VISIT(st->struct_types[k]);
+    Py_VISIT(st->pointer_box_type);
+    return 0;
+}
+
+static int
+module_clear(PyObject *mod)
+{
+    n4p_state *st = n4p_get_state(mod);
+    Py_CLEAR(st->nccl_error);
+    Py_CLEAR(st->function_not_found);
+    Py_CLEAR(st->not_supported);
+    for (int k = 0; k < N4P_S_COUNT; k++)
+        Py_CLEAR(st->struct_types[k]);
+    Py_CLEAR(st->pointer_box_type);
+    return 0;
+}
+
+static void
+module_free(void *mod)
+{
+    module_clear((PyObject *)mod);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "nccl._nccl",
+    .m_doc = "C core of nccl4py: loader and low-level bindings of NCCL/RCCL.",
+    .m_size = sizeof(n4p_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC
+PyInit__nccl(void)
+{
+    return PyModuleDef_Init(&module_def);
+}

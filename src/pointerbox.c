@@ -1,0 +1,118 @@
+/*
+ * pointerbox.c - PointerBox: a stable intptr_t slot whose address can be
+ * handed to the library as an out-parameter (the nccl4py 0.3 convention,
+ * which lets a non-blocking init fill the handle later).
+ */
+#include "bindings.h"
+
+#include <structmember.h>
+
+typedef struct {
+    PyObject_HEAD
+    intptr_t ptr;
+} pbox;
+
+static int
+pb_init(pbox *self, PyObject *args, PyObject *kwds)
+{
+    static char *kw[] = {"ptr", NULL};
+    PyObject *v = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:PointerBox", kw, &v))
+        return -1;
+    void *p = NULL;
+    if (v != NULL && n4p_arg_ptr(v, "ptr", &p) < 0)
+        return -1;
+    self->ptr = (intptr_t)p;
+    return 0;
+}
+
+static void
+pb_dealloc(pbox *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+pb_address(pbox *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromVoidPtr(&self->ptr);
+}
+
+static PyObject *
+pb_int(pbox *self)
+{
+    return PyLong_FromSsize_t(self->ptr);
+}
+
+static int
+pb_bool(pbox *self)
+{
+    return self->ptr != 0;
+}
+
+static PyObject *
+pb_repr(pbox *self)
+{
+    return PyUnicode_FromFormat("<PointerBox ptr=%#zx>", (size_t)self->ptr);
+}
+
+static PyObject *
+pb_format(pbox *self, PyObject *spec)
+{
+    PyObject *v = PyLong_FromSsize_t(self->ptr);
+    if (v == NULL)
+        return NULL;
+    PyObject *r = PyObject_Format(v, spec);
+    Py_DECREF(v);
+    return r;
+}
+
+static PyMemberDef pb_members[] = {
+    {"ptr", T_PYSSIZET, offsetof(pbox, ptr), 0, "the stored pointer value"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef pb_getset[] = {
+    {"address", (getter)pb_address, NULL, "address of the slot, to pass as an out-parameter", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef pb_methods[] = {
+    {"__format__", (PyCFunction)pb_format, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot pb_slots[] = {
+    {Py_tp_doc, "PointerBox(ptr=0)\n--\n\nStable storage for a pointer that the library fills "
+                "(pass .address as the out-parameter; read .ptr or int(box))."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, pb_init},
+    {Py_tp_dealloc, pb_dealloc},
+    {Py_tp_members, pb_members},
+    {Py_tp_getset, pb_getset},
+    {Py_tp_methods, pb_methods},
+    {Py_tp_repr, pb_repr},
+    {Py_nb_int, pb_int},
+    {Py_nb_index, pb_int},
+    {Py_nb_bool, pb_bool},
+    {0, NULL},
+};
+
+static PyType_Spec pb_spec = {
+    .name = "nccl.bindings.PointerBox",
+    .basicsize = sizeof(pbox),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = pb_slots,
+};
+
+int
+n4p_init_pointer_box(PyObject *mod, n4p_state *st)
+{
+    PyObject *tp = PyType_FromModuleAndSpec(mod, &pb_spec, NULL);
+    if (tp == NULL)
+        return -1;
+    st->pointer_box_type = (PyTypeObject *)tp;
+    return PyModule_AddObjectRef(mod, "PointerBox", tp);
+}
