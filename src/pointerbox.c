@@ -55,7 +55,7 @@ pb_bool(pbox *self)
 static PyObject *
 pb_repr(pbox *self)
 {
-    return PyUnicode_FromFormat("<PointerBox ptr=%#zx>", (size_t)self->ptr);
+    return PyUnicode_FromFormat("<PointerBox ptr=%p>", (void *)self->ptr);
 }
 
 static PyObject *
