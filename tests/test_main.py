@@ -1,0 +1,44 @@
+"""``python -m nccl`` reports what it found, with and without a library."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import build_stub, clean_env
+
+
+def run_main(env, *args):
+    return subprocess.run([sys.executable, "-m", "nccl", *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_report_with_a_library(stub_dir):
+    lib = build_stub("libnccl.so.2", omit=("ncclCommGrow",), outdir=stub_dir / "main")
+    p = run_main(clean_env(NCCL_LIBRARY=str(lib)))
+    assert p.returncode == 0, p.stderr
+    assert "nccl4py " in p.stdout and "NCCL_LIBRARY is set" in p.stdout
+    assert f"loaded: NCCL " in p.stdout and str(lib) in p.stdout
+    assert "ncclCommGrow" in p.stdout.split("missing")[1]
+    j = json.loads(run_main(clean_env(NCCL_LIBRARY=str(lib)), "--json").stdout)
+    assert j["library"]["path"] == str(lib)
+    assert j["missing"] == ["ncclCommGrow"]
+    assert isinstance(j["library"]["version_code"], int)
+
+
+def test_version_formatting():
+    from nccl.__main__ import format_version
+
+    assert format_version(23004) == "2.30.4"
+    assert format_version(22809) == "2.28.9"
+    assert format_version(2708) == "2.7.8"
+
+
+def test_report_without_a_library():
+    env = clean_env(NCCL_LIBRARY="/nonexistent/libnccl.so.2")
+    p = run_main(env)
+    assert p.returncode == 0, p.stderr
+    assert "no NCCL/RCCL library could be loaded" in p.stdout
+    assert "/nonexistent/libnccl.so.2" in p.stdout and "No such file" in p.stdout
+    j = json.loads(run_main(env, "--json").stdout)
+    assert j["library"] is None and "Could not load" in j["error"]
