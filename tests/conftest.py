@@ -1,0 +1,103 @@
+"""Test configuration.
+
+The test process itself runs on the *recording stub* library (built here from
+the API table; test infrastructure, never a real backend): NCCL_LIBRARY is
+pointed at it before anything loads a library.  Tests that need another
+library (the real NCCL, loader-order stubs, the host backend) run it in a
+subprocess.  Set NCCL4PY_TEST_LIBRARY to run the process on another library
+instead (e.g. the host backend under mpirun).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+_STUB_DIR = Path(tempfile.mkdtemp(prefix="nccl4py-test-stubs-"))
+
+
+def cc() -> str:
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return name
+    raise RuntimeError("no C compiler found; the tests build stub libraries with one")
+
+
+def build_stub(name: str, *, noop: bool = False, omit: tuple[str, ...] = (),
+               outdir: Path | None = None, extra_c: str = "") -> Path:
+    """Compile the recording (or no-op) stub library as `name` and return its path."""
+    import gen_api
+
+    outdir = outdir or _STUB_DIR
+    outdir.mkdir(parents=True, exist_ok=True)
+    src = outdir / (name.replace(".", "_") + ".c")
+    text = gen_api.gen_stub_c(gen_api.parse_table(), noop=noop) + extra_c
+    src.write_text(text)
+    out = outdir / name
+    cmd = [cc(), "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+           f"-I{ROOT / 'src'}", "-o", str(out), str(src)]
+    cmd += [f"-DSTUB_OMIT_{sym}" for sym in omit]
+    subprocess.run(cmd, check=True)
+    return out
+
+
+RECORDING_STUB = None
+if not os.environ.get("NCCL4PY_TEST_LIBRARY"):
+    RECORDING_STUB = build_stub("librecording_stub.so")
+    os.environ["NCCL_LIBRARY"] = str(RECORDING_STUB)
+else:
+    lib = os.environ["NCCL4PY_TEST_LIBRARY"]
+    if lib == "host":
+        os.environ.pop("NCCL_LIBRARY", None)
+        os.environ["NCCL4PY_BACKEND"] = "host"
+    else:
+        os.environ["NCCL_LIBRARY"] = lib
+
+
+def clean_env(**overrides: str | None) -> dict[str, str]:
+    """The environment for a subprocess, without the test process's library choice."""
+    env = dict(os.environ)
+    for var in ("NCCL_LIBRARY", "NCCL4PY_BACKEND", "NCCL4PY_PLATFORM", "ROCM_PATH", "HIP_PATH",
+                "CUDA_HOME", "CUDA_PATH"):
+        env.pop(var, None)
+    for k, v in overrides.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def run_python(code: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def stub_dir() -> Path:
+    return _STUB_DIR
+
+
+@pytest.fixture(scope="session")
+def recording_stub():
+    if RECORDING_STUB is None:
+        pytest.skip("the test process runs on NCCL4PY_TEST_LIBRARY, not the recording stub")
+    import ctypes
+
+    lib = ctypes.CDLL(str(RECORDING_STUB))
+    lib.nccl4pyStubLastCall.restype = ctypes.c_char_p
+    lib.nccl4pyStubCallCount.restype = ctypes.c_long
+    return lib
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_STUB_DIR, ignore_errors=True)

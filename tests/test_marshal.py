@@ -1,0 +1,468 @@
+"""Every API-table entry is called through the recording stub, and the stub's
+record proves that each argument reached the right C parameter with the
+right C type (pointers with the top bit set, sizes >= 2**32, negative ints,
+enum values), in both calling conventions.
+
+The test fails when a table entry has no case here.
+"""
+from __future__ import annotations
+
+import re
+
+import gen_api
+import pytest
+
+import nccl.bindings as b
+
+TABLE = gen_api.parse_table()
+BY_PY = {e.pyname: e for e in TABLE}
+OUT_BASE = 0x5EED0000
+OUT_INT = 4200
+OUT_U64 = 1 << 40
+
+# Distinct values per C type.  Pointers have the top bit set so that a value
+# squeezed through a 32-bit or signed conversion shows up wrong.
+PTRS = [0xFFFF_8000_0000_0000 + 0x1111 * (i + 1) for i in range(12)]
+SIZES = [2**32 + 7 * (i + 1) for i in range(12)]
+INTS = [-(1000 + 17 * i) for i in range(12)]
+UINTS = [2**32 - 1 - i for i in range(12)]
+ENUMS = {"dtype": 9, "redop": 3, "residence": 1, "memstat": 2}
+
+
+def idx(entry) -> int:
+    return TABLE.index(entry)
+
+
+def values_for(entry):
+    """Python arguments and the expected record for a simple entry."""
+    args, rec = [], [entry.name]
+    for i, p in enumerate(entry.params):
+        k = p.kind
+        if k in ("cptr", "ptr", "comm", "stream", "win"):
+            v = PTRS[i]
+            rec.append(f"{p.name}={k}:{v:#x}")
+        elif k == "size":
+            v = SIZES[i]
+            rec.append(f"{p.name}={k}:{v}")
+        elif k == "int":
+            v = INTS[i]
+            rec.append(f"{p.name}={k}:{v}")
+        elif k == "uint":
+            v = UINTS[i]
+            rec.append(f"{p.name}={k}:{v}")
+        else:
+            v = ENUMS[k]
+            rec.append(f"{p.name}={k}:{v}")
+        args.append(v)
+    return args, " ".join(rec)
+
+
+@pytest.fixture
+def stub(recording_stub):
+    recording_stub.nccl4pyStubReset()
+    yield recording_stub
+    recording_stub.nccl4pyStubReset()
+
+
+def last(stub) -> str:
+    return stub.nccl4pyStubLastCall().decode()
+
+
+def fields(record: str) -> dict[str, str]:
+    out = {}
+    for part in record.split(" ")[1:]:
+        if "=" in part:
+            k, _, v = part.partition("=")
+            out[k] = v
+    return out
+
+
+SIMPLE = [e for e in TABLE if e.simple]
+
+
+@pytest.mark.parametrize("entry", SIMPLE, ids=lambda e: e.pyname)
+def test_simple_positional(stub, entry):
+    args, expected = values_for(entry)
+    assert getattr(b, entry.pyname)(*args) is None
+    assert last(stub) == expected
+
+
+@pytest.mark.parametrize("entry", [e for e in SIMPLE if e.params], ids=lambda e: e.pyname)
+def test_simple_keywords(stub, entry):
+    args, expected = values_for(entry)
+    kwargs = {p.pyname: v for p, v in zip(entry.params, args)}
+    getattr(b, entry.pyname)(**kwargs)
+    assert last(stub) == expected
+
+
+def test_negative_and_unsigned_addresses_agree(stub):
+    b.all_reduce(-16, 2**64 - 16, 1, 7, 0, 0, 0)
+    f = fields(last(stub))
+    assert f["sendbuff"] == "cptr:0xfffffffffffffff0"
+    assert f["recvbuff"] == "ptr:0xfffffffffffffff0"
+
+
+def test_error_status_raises_with_library_text(stub):
+    stub.nccl4pyStubSetResult(5)
+    with pytest.raises(b.NCCLError) as ei:
+        b.all_reduce(1, 2, 3, 7, 0, 4, 5)
+    assert ei.value.status == 5
+    assert str(ei.value) == "InvalidUsage (5): stub error string 5 [last error: stub last error]"
+    stub.nccl4pyStubSetResult(7)  # InProgress is not an error
+    assert b.all_reduce(1, 2, 3, 7, 0, 4, 5) is None
+
+
+# ---------------------------------------------------------------- hand-written
+
+def uid_bytes(i: int) -> bytes:
+    return bytes((j * 7 + i) & 0xFF for j in range(128))
+
+
+def case_get_version(stub):
+    e = BY_PY["get_version"]
+    assert b.get_version() == OUT_INT + idx(e)
+    assert last(stub).startswith("ncclGetVersion version=out_int:0x")
+
+
+def case_get_unique_id(stub):
+    e = BY_PY["get_unique_id"]
+    uid = b.get_unique_id()  # 0.3: returns a UniqueId
+    assert isinstance(uid, b.UniqueId)
+    assert bytes(uid) == uid_bytes(idx(e))
+    assert fields(last(stub))["uniqueId"] == f"uid_ptr:{uid.ptr:#x}"
+    storage = bytearray(128)  # 0.2: fills caller storage
+    assert b.get_unique_id(storage) is None
+    assert bytes(storage) == uid_bytes(idx(e))
+    box = b.UniqueId()
+    assert b.get_unique_id(box.ptr) is None
+    assert bytes(box) == uid_bytes(idx(e))
+
+
+def case_get_error_string(stub):
+    assert b.get_error_string(-3) == "stub error string -3"
+    assert last(stub) == "ncclGetErrorString result=int:-3"
+
+
+def case_get_last_error(stub):
+    assert b.get_last_error(PTRS[0]) == "stub last error"
+    assert last(stub) == f"ncclGetLastError comm=comm:{PTRS[0]:#x}"
+
+
+def case_mem_alloc(stub):
+    e = BY_PY["mem_alloc"]
+    assert b.mem_alloc(SIZES[1]) == OUT_BASE + idx(e)
+    assert fields(last(stub))["size"] == f"size:{SIZES[1]}"
+
+
+def _check_init(stub, name, rec_expect):
+    f = fields(last(stub))
+    for k, v in rec_expect.items():
+        assert f[k] == v, (name, k, f)
+
+
+def case_comm_init_rank(stub):
+    e = BY_PY["comm_init_rank"]
+    uid = b.UniqueId.from_bytes(uid_bytes(3))
+    # 0.2: handle returned
+    assert b.comm_init_rank(INTS[1], uid, INTS[3]) == OUT_BASE + idx(e)
+    _check_init(stub, e.name, {"nranks": f"int:{INTS[1]}", "rank": f"int:{INTS[3]}",
+                               "commId": "uid:" + uid_bytes(3).hex()})
+    # 0.3: caller storage, status returned
+    box = b.PointerBox()
+    assert b.comm_init_rank(box.address, 4, bytearray(uid_bytes(4)), 2) == 0
+    assert box.ptr == OUT_BASE + idx(e)
+    _check_init(stub, e.name, {"comm": f"out_comm:{box.address:#x}",
+                               "commId": "uid:" + uid_bytes(4).hex()})
+    # keywords, 0.3 names
+    box2 = b.PointerBox()
+    b.comm_init_rank(comm=box2.address, nranks=2, comm_id=uid, rank=1)
+    assert int(box2) == OUT_BASE + idx(e)
+
+
+def case_comm_init_rank_config(stub):
+    e = BY_PY["comm_init_rank_config"]
+    cfg = b.Config()
+    cfg.blocking = 0
+    cfg.comm_name = "trainer"
+    stub.nccl4pyStubSetDeref(1)
+    assert b.comm_init_rank_config(8, uid_bytes(1), 7, cfg) == OUT_BASE + idx(e)
+    f = fields(last(stub))
+    assert f["config"] == f"config:{cfg.ptr:#x}"
+    assert f["*config"] == bytes(cfg).hex()
+    assert f["nranks"] == "int:8" and f["rank"] == "int:7"
+    box = b.PointerBox()
+    assert b.comm_init_rank_config(box.address, 8, uid_bytes(1), 7, 0) == 0
+    assert fields(last(stub))["config"] == "config:0x0"
+    assert box.ptr == OUT_BASE + idx(e)
+    b.comm_init_rank_config(8, uid_bytes(1), 7, cfg.ptr)
+    assert fields(last(stub))["config"] == f"config:{cfg.ptr:#x}"
+
+
+def case_comm_init_rank_scalable(stub):
+    e = BY_PY["comm_init_rank_scalable"]
+    ids = [b.UniqueId.from_bytes(uid_bytes(i)) for i in range(3)]
+    stub.nccl4pyStubSetDeref(1)
+    assert b.comm_init_rank_scalable(16, 5, 3, ids, None) == OUT_BASE + idx(e)
+    f = fields(last(stub))
+    assert f["nranks"] == "int:16" and f["myrank"] == "int:5" and f["nId"] == "int:3"
+    assert f["*commIds"] == uid_bytes(0).hex()  # the stub shows the first id
+    box = b.PointerBox()
+    joined = bytearray(b"".join(uid_bytes(i) for i in range(2)))
+    assert b.comm_init_rank_scalable(box.address, 16, 5, 2, joined, b.Config()) == 0
+    assert box.ptr == OUT_BASE + idx(e)
+    with pytest.raises(ValueError):
+        b.comm_init_rank_scalable(16, 5, 3, ids[:2], None)
+
+
+def case_comm_init_all(stub):
+    e = BY_PY["comm_init_all"]
+    comms = b.comm_init_all(3, [4, -5, 6])
+    assert comms[0] == OUT_BASE + idx(e)
+    assert len(comms) == 3
+    assert fields(last(stub))["devlist"].endswith("[4,-5,6]")
+    b.comm_init_all(2, None)
+    assert fields(last(stub))["devlist"] == "int_array:0x0[]"
+    assert b.comm_init_all(0) == []
+    with pytest.raises(ValueError):
+        b.comm_init_all(2, [1, 2, 3])
+
+
+def case_comm_split(stub):
+    e = BY_PY["comm_split"]
+    assert b.comm_split(PTRS[0], -1, INTS[2], None) == OUT_BASE + idx(e)
+    f = fields(last(stub))
+    assert f == {"comm": f"comm:{PTRS[0]:#x}", "color": "int:-1", "key": f"int:{INTS[2]}",
+                 "newcomm": f["newcomm"], "config": "config:0x0"}
+    box = b.PointerBox()
+    assert b.comm_split(PTRS[0], 3, 4, box.address, 0) == 0
+    assert fields(last(stub))["newcomm"] == f"out_comm:{box.address:#x}"
+    assert box.ptr == OUT_BASE + idx(e)
+
+
+def case_comm_shrink(stub):
+    e = BY_PY["comm_shrink"]
+    assert b.comm_shrink(PTRS[0], [2, 5], 2, None, 1) == OUT_BASE + idx(e)
+    f = fields(last(stub))
+    assert f["excludeRanksList"].endswith("[2,5]")
+    assert f["excludeRanksCount"] == "int:2" and f["shrinkFlags"] == "int:1"
+    box = b.PointerBox()
+    assert b.comm_shrink(PTRS[0], (7,), 1, box.address, b.Config(), 0) == 0
+    assert box.ptr == OUT_BASE + idx(e)
+    with pytest.raises(ValueError):
+        b.comm_shrink(PTRS[0], [1, 2, 3], 2, None, 0)
+
+
+def case_comm_get_unique_id(stub):
+    e = BY_PY["comm_get_unique_id"]
+    uid = b.comm_get_unique_id(PTRS[1])
+    assert bytes(uid) == uid_bytes(idx(e))
+    assert fields(last(stub))["comm"] == f"comm:{PTRS[1]:#x}"
+    store = bytearray(128)
+    assert b.comm_get_unique_id(PTRS[1], store) is None
+    assert bytes(store) == uid_bytes(idx(e))
+
+
+def case_comm_grow(stub):
+    e = BY_PY["comm_grow"]
+    uid = b.UniqueId.from_bytes(uid_bytes(9))
+    stub.nccl4pyStubSetDeref(1)
+    assert b.comm_grow(PTRS[0], 12, uid, -1, None) == OUT_BASE + idx(e)
+    f = fields(last(stub))
+    assert f["nRanks"] == "int:12" and f["rank"] == "int:-1"
+    assert f["*uniqueId"] == uid_bytes(9).hex()
+    box = b.PointerBox()
+    assert b.comm_grow(0, 12, uid.ptr, 3, box.address, 0) == 0
+    assert fields(last(stub))["uniqueId"] == f"cuid_ptr:{uid.ptr:#x}"
+    assert box.ptr == OUT_BASE + idx(e)
+    b.comm_grow(PTRS[0], 12, None, -1, None)
+    assert fields(last(stub))["uniqueId"] == "cuid_ptr:0x0"
+
+
+def case_comm_mem_stats(stub):
+    e = BY_PY["comm_mem_stats"]
+    assert b.comm_mem_stats(PTRS[0], 3) == OUT_U64 + idx(e)
+    assert fields(last(stub))["stat"] == "memstat:3"
+
+
+def case_comm_get_async_error(stub):
+    stub.nccl4pyStubSetAsyncResult(6)
+    assert b.comm_get_async_error(PTRS[2]) == 6
+    assert fields(last(stub))["comm"] == f"comm:{PTRS[2]:#x}"
+
+
+def _int_query(stub, name):
+    e = BY_PY[name]
+    assert getattr(b, name)(PTRS[3]) == OUT_INT + idx(e)
+    assert last(stub).startswith(f"{e.name} comm=comm:{PTRS[3]:#x} ")
+
+
+def case_comm_count(stub):
+    _int_query(stub, "comm_count")
+
+
+def case_comm_cu_device(stub):
+    _int_query(stub, "comm_cu_device")
+
+
+def case_comm_user_rank(stub):
+    _int_query(stub, "comm_user_rank")
+
+
+def case_comm_query_properties(stub):
+    props = b.comm_query_properties(PTRS[0])
+    assert isinstance(props, b.CommProperties)
+    assert (props.rank, props.n_ranks, props.cuda_dev, props.nvml_dev) == (3, 8, 5, 6)
+    assert props.size_ == 56 and props.magic == 0xCAFEBEEF
+    assert props.device_api_support is True and props.n_lsa_teams == 2
+    # RCCL's GIN types decode without error
+    assert b.GinType(props.gin_type) == b.GinType.ANVIL
+    assert b.GinType(props.railed_gin_type) == b.GinType.ROCSHMEM
+    out = b.CommProperties()
+    assert b.comm_query_properties(PTRS[0], out.ptr) is None
+    assert out.rank == 3
+    assert fields(last(stub))["props"] == f"props:{out.ptr:#x}"
+
+
+def case_comm_register(stub):
+    e = BY_PY["comm_register"]
+    assert b.comm_register(PTRS[0], PTRS[1], SIZES[2]) == OUT_BASE + idx(e)
+    f = fields(last(stub))
+    assert f["buff"] == f"ptr:{PTRS[1]:#x}" and f["size"] == f"size:{SIZES[2]}"
+
+
+def case_comm_window_register(stub):
+    e = BY_PY["comm_window_register"]
+    assert b.comm_window_register(PTRS[0], PTRS[1], SIZES[2], 3) == OUT_BASE + idx(e)
+    f = fields(last(stub))
+    assert f["winFlags"] == "int:3" and f["size"] == f"size:{SIZES[2]}"
+    box = b.PointerBox()
+    assert b.comm_window_register(PTRS[0], PTRS[1], SIZES[2], box.address, 1) == 0
+    assert fields(last(stub))["win"] == f"out_win:{box.address:#x}"
+    assert box.ptr == OUT_BASE + idx(e)
+
+
+def case_win_get_user_ptr(stub):
+    e = BY_PY["win_get_user_ptr"]
+    assert b.win_get_user_ptr(PTRS[0], PTRS[4]) == OUT_BASE + idx(e)
+    assert fields(last(stub))["win"] == f"win:{PTRS[4]:#x}"
+
+
+def case_red_op_create_pre_mul_sum(stub):
+    e = BY_PY["red_op_create_pre_mul_sum"]
+    assert b.red_op_create_pre_mul_sum(PTRS[0], 10, 1, PTRS[3]) == OUT_INT + idx(e)
+    f = fields(last(stub))
+    assert f == {"op": f["op"], "scalar": f"ptr:{PTRS[0]:#x}", "datatype": "dtype:10",
+                 "residence": "residence:1", "comm": f"comm:{PTRS[3]:#x}"}
+
+
+def case_wait_signal(stub):
+    descs = []
+    for i in range(2):
+        d = b.WaitSignalDesc()
+        d.op_cnt, d.peer, d.sig_idx, d.ctx = 1 + i, 2 + i, 3 + i, 4 + i
+        descs.append(d)
+    stub.nccl4pyStubSetDeref(1)
+    b.wait_signal(2, descs, PTRS[0], PTRS[1])
+    f = fields(last(stub))
+    assert f["nDesc"] == "int:2" and f["stream"] == f"stream:{PTRS[1]:#x}"
+    assert f["*signalDescs"] == bytes(descs[0]).hex()
+    raw = bytearray(bytes(descs[0]) + bytes(descs[1]))
+    b.wait_signal(2, raw, PTRS[0], PTRS[1])
+    assert fields(last(stub))["*signalDescs"] == bytes(descs[0]).hex()
+    with pytest.raises(ValueError):
+        b.wait_signal(3, descs, PTRS[0], PTRS[1])
+
+
+def case_group_simulate_end(stub):
+    e = BY_PY["group_simulate_end"]
+    info = b.group_simulate_end()
+    assert isinstance(info, b.SimInfo)
+    assert info.estimated_time == 1.5 + idx(e)
+    assert info.magic == 0x74685283
+    out = b.SimInfo()
+    assert b.group_simulate_end(out.ptr) is None
+    assert fields(last(stub))["simInfo"] == f"siminfo:{out.ptr:#x}"
+    assert out.estimated_time == 1.5 + idx(e)
+
+
+def case_dev_comm_create(stub):
+    reqs = b.DevCommRequirements()
+    reqs.barrier_count = 7
+    stub.nccl4pyStubSetDeref(1)
+    dc = b.dev_comm_create(PTRS[0], reqs)
+    assert isinstance(dc, b.DevComm)
+    assert bytes(dc)[:16] == b"\xab" * 16
+    f = fields(last(stub))
+    assert f["reqs"] == f"devreqs:{reqs.ptr:#x}" and f["*reqs"] == bytes(reqs).hex()
+    assert f["outDevComm"] == f"devcomm_out:{dc.ptr:#x}"
+    out = b.DevComm()
+    assert b.dev_comm_create(PTRS[0], reqs.ptr, out) is None
+    assert fields(last(stub))["outDevComm"] == f"devcomm_out:{out.ptr:#x}"
+
+
+def case_dev_comm_destroy(stub):
+    dc = b.DevComm()
+    b.dev_comm_destroy(PTRS[0], dc)
+    assert fields(last(stub))["devComm"] == f"cdevcomm:{dc.ptr:#x}"
+    b.dev_comm_destroy(PTRS[0], dc.ptr)
+    assert fields(last(stub))["devComm"] == f"cdevcomm:{dc.ptr:#x}"
+
+
+def case_get_lsa_multimem_device_pointer(stub):
+    e = BY_PY["get_lsa_multimem_device_pointer"]
+    assert b.get_lsa_multimem_device_pointer(PTRS[0], SIZES[1]) == OUT_BASE + idx(e)
+    assert fields(last(stub))["offset"] == f"size:{SIZES[1]}"
+
+
+def case_get_lsa_device_pointer(stub):
+    e = BY_PY["get_lsa_device_pointer"]
+    assert b.get_lsa_device_pointer(PTRS[0], SIZES[1], INTS[2]) == OUT_BASE + idx(e)
+    f = fields(last(stub))
+    assert f["lsaRank"] == f"int:{INTS[2]}" and f["window"] == f"win:{PTRS[0]:#x}"
+
+
+def case_get_peer_device_pointer(stub):
+    e = BY_PY["get_peer_device_pointer"]
+    assert b.get_peer_device_pointer(PTRS[0], SIZES[1], INTS[2]) == OUT_BASE + idx(e)
+    assert fields(last(stub))["peer"] == f"int:{INTS[2]}"
+
+
+def case_all_to_all_v(stub):
+    from nccl.bindings import rocm_extensions as rx
+
+    stub.nccl4pyStubSetArrayLen(3)
+    # sequences: checked against the communicator size (the stub's count is
+    # OUT_INT + index of ncclCommCount), so use addresses for the stub record
+    import ctypes
+
+    arrs = [(ctypes.c_size_t * 3)(*(10 * k + j for j in range(3))) for k in range(4)]
+    addrs = [ctypes.addressof(a) for a in arrs]
+    rx.all_to_all_v(PTRS[0], addrs[0], addrs[1], PTRS[3], addrs[2], addrs[3], 9, PTRS[7], PTRS[8])
+    f = fields(last(stub))
+    assert f["sendcounts"] == f"size_array:{addrs[0]:#x}[0,1,2]"
+    assert f["rdispls"] == f"size_array:{addrs[3]:#x}[30,31,32]"
+    assert f["datatype"] == "dtype:9" and f["stream"] == f"stream:{PTRS[8]:#x}"
+    assert last(stub).startswith("ncclAllToAllv ")
+    nranks = b.comm_count(PTRS[7])
+    seq = list(range(nranks))
+    rx.all_to_all_v(PTRS[0], seq, seq, PTRS[3], seq, seq, 9, PTRS[7], PTRS[8])
+    assert fields(last(stub))["sendcounts"].endswith("[0,1,2]")
+    with pytest.raises(ValueError, match="one entry per rank"):
+        rx.all_to_all_v(PTRS[0], [1], [0], PTRS[3], [1], [0], 9, PTRS[7], PTRS[8])
+
+
+HAND_WRITTEN = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def test_every_table_entry_has_a_case():
+    missing = [e.pyname for e in TABLE if not e.simple and e.pyname not in HAND_WRITTEN]
+    assert missing == [], f"table entries without a marshaling case: {missing}"
+    for e in TABLE:
+        assert hasattr(b, e.pyname), e.pyname
+
+
+@pytest.mark.parametrize("name", sorted(n for n in HAND_WRITTEN if not BY_PY[n].simple))
+def test_hand_written(stub, name):
+    HAND_WRITTEN[name](stub)
+    assert stub.nccl4pyStubCallCount() > 0
+    assert re.match(r"^ncc", last(stub))

@@ -1,0 +1,95 @@
+"""CPU-side behaviour of the real NCCL library (nvidia-nccl-cu12/cu13 wheel
+or a toolkit's libnccl.so.2).  There is no GPU here: the library loads,
+reports its version, makes unique ids and error strings, and fails
+communicator creation with its own message."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import clean_env, run_python
+
+PROBE = r"""
+import ctypes, json, os
+import nccl.bindings as b
+from nccl import _discovery
+out = {}
+path = b.get_library_path()
+out["path"] = path
+lib = ctypes.CDLL(path)
+v = ctypes.c_int()
+lib.ncclGetVersion(ctypes.byref(v))
+out["own_version"] = v.value
+out["version"] = b.get_version()
+u1, u2 = b.get_unique_id(), b.get_unique_id()
+out["uids_differ"] = bytes(u1) != bytes(u2)
+out["uid_len"] = len(bytes(u1))
+lib.ncclGetErrorString.restype = ctypes.c_char_p
+out["strings"] = {r.name: b.get_error_string(int(r)) for r in b.Result}
+out["own_strings"] = {r.name: lib.ncclGetErrorString(int(r)).decode() for r in b.Result}
+try:
+    b.comm_init_rank(1, u1, 0)
+    out["init"] = "no error"
+except b.NCCLError as e:
+    out["init"] = [e.status, str(e)]
+box = b.PointerBox()
+try:
+    out["init03"] = b.comm_init_rank(box.address, 1, u1, 0)
+except b.NCCLError as e:
+    out["init03"] = [e.status, str(e)]
+print(json.dumps(out))
+"""
+
+
+def _real_nccl_env():
+    from nccl import _discovery
+
+    env = clean_env(NCCL4PY_PLATFORM="cuda")
+    wheels = _discovery._wheel_libraries()
+    if not wheels:
+        pytest.skip("no nvidia-nccl wheel installed (pip install nvidia-nccl-cu13)")
+    return env, wheels[0]
+
+
+@pytest.fixture(scope="module")
+def probe():
+    env, wheel = _real_nccl_env()
+    p = run_python(PROBE, env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1]), wheel
+
+
+def test_loads_the_wheel(probe):
+    out, wheel = probe
+    assert out["path"] == wheel
+
+
+def test_version_is_the_library_s_own(probe):
+    out, _ = probe
+    assert out["version"] == out["own_version"] >= 22800
+
+
+def test_unique_ids_differ(probe):
+    out, _ = probe
+    assert out["uids_differ"] and out["uid_len"] == 128
+
+
+def test_every_result_has_the_library_s_string(probe):
+    out, _ = probe
+    assert out["strings"] == out["own_strings"]
+    for name, s in out["strings"].items():
+        assert s, name
+
+
+def test_comm_init_fails_with_the_library_s_message(probe):
+    out, _ = probe
+    for key in ("init", "init03"):
+        status, msg = out[key]
+        assert status not in (0, 7)
+        import nccl.bindings as b
+
+        rname = b.Result(status).name
+        # "<Name> (<value>): <ncclGetErrorString>" then the library's last-error text
+        assert msg.startswith(f"{rname} ({status}): {out['own_strings'][rname]}"), msg
+        assert "[last error: " in msg

@@ -1,0 +1,189 @@
+"""Struct layouts (sizes and offsets from the published ABI), initialiser
+defaults, the buffer protocol, pickling and from_* constructors."""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import nccl.bindings as b
+from nccl._nccl import _struct_layouts
+from conftest import ROOT, cc
+
+# (sizeof, {field: offset}) on x86_64, from the NCCL 2.30 / RCCL 2.30.4 headers
+EXPECTED = {
+    "UniqueId": (128, {}),
+    "Config": (96, {
+        "size_": 0, "magic": 8, "version": 12, "blocking": 16, "cga_cluster_size": 20,
+        "min_ctas": 24, "max_ctas": 28, "net_name": 32, "split_share": 40, "traffic_class": 44,
+        "comm_name": 48, "collnet_enable": 56, "cta_policy": 60, "shrink_share": 64,
+        "nvls_ctas": 68, "n_channels_per_net_peer": 72, "nvlink_centric_sched": 76,
+        "graph_usage_mode": 80, "num_rma_ctx": 84, "max_p2p_peers": 88}),
+    "SimInfo": (24, {"size_": 0, "magic": 8, "version": 12, "estimated_time": 16}),
+    "CommProperties": (56, {
+        "size_": 0, "magic": 8, "version": 12, "rank": 16, "n_ranks": 20, "cuda_dev": 24,
+        "nvml_dev": 28, "device_api_support": 32, "multimem_support": 33, "gin_type": 36,
+        "n_lsa_teams": 40, "host_rma_support": 44, "railed_gin_type": 48}),
+    "WaitSignalDesc": (16, {"op_cnt": 0, "peer": 4, "sig_idx": 8, "ctx": 12}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_layout(name):
+    size, offsets = EXPECTED[name]
+    got_size, fields = _struct_layouts()[name]
+    assert got_size == size
+    assert len(bytes(getattr(b, name)())) == size
+    got = {f: off for f, off, _ in fields}
+    for field, off in offsets.items():
+        assert got[field] == off, field
+
+
+def test_numpy_dtypes_match():
+    assert b.config_dtype.itemsize == 96
+    assert b.comm_properties_dtype.fields["railed_gin_type"][1] == 48
+    assert b.unique_id_dtype.itemsize == 128
+    assert b.sim_info_dtype.fields["estimated_time"][1] == 16
+
+
+def test_config_defaults():
+    c = b.Config()
+    assert (c.size_, c.magic, c.version) == (96, 0xCAFEBEEF, 23004)
+    for f, _, kind in _struct_layouts()["Config"][1]:
+        if kind == "i4":
+            assert getattr(c, f) == -(2**31), f
+    assert c.net_name == "" and c.comm_name == ""
+
+
+def test_config_string_fields_keep_their_bytes():
+    import ctypes
+
+    c = b.Config()
+    c.comm_name = "éq-" + "x" * 100
+    addr = int.from_bytes(bytes(c)[48:56], "little")
+    assert ctypes.string_at(addr).decode() == c.comm_name
+    c.comm_name = None
+    assert bytes(c)[48:56] == bytes(8)
+
+
+def test_sim_info_and_properties_defaults():
+    s = b.SimInfo()
+    assert (s.size_, s.magic, s.version, s.estimated_time) == (24, 0x74685283, 23004, -1.0)
+    p = b.CommProperties()
+    assert (p.size_, p.magic, p.version) == (56, 0xCAFEBEEF, 23004)
+
+
+def test_field_range_checks():
+    c = b.Config()
+    with pytest.raises(OverflowError):
+        c.blocking = 2**31
+    with pytest.raises(TypeError):
+        c.blocking = 1.5
+    with pytest.raises(TypeError):
+        c.net_name = 5
+    with pytest.raises(OverflowError):
+        c.magic = -1
+
+
+def test_unique_id_bytes_pickle_and_from_bytes():
+    raw = bytes(range(128))
+    u = b.UniqueId.from_bytes(raw)
+    assert bytes(u) == raw
+    assert memoryview(u).nbytes == 128
+    v = pickle.loads(pickle.dumps(u))
+    assert v == u and bytes(v) == raw and v.ptr != u.ptr
+    with pytest.raises(ValueError):
+        b.UniqueId.from_bytes(b"short")
+
+
+def test_from_buffer_is_zero_copy_and_from_ptr_copies():
+    buf = bytearray(16)
+    d = b.WaitSignalDesc.from_buffer(buf)
+    d.peer = 7
+    assert buf[4] == 7
+    e = b.WaitSignalDesc.from_ptr(d.ptr)
+    assert e.peer == 7 and e.ptr != d.ptr
+    f = b.WaitSignalDesc.from_ptr(d.ptr, owner=buf)
+    assert f.ptr == d.ptr
+    ro = b.WaitSignalDesc.from_ptr(d.ptr, readonly=True)
+    with pytest.raises(ValueError, match="read-only"):
+        ro.peer = 1
+    with pytest.raises(ValueError):
+        b.WaitSignalDesc.from_ptr(0)
+    with pytest.raises(ValueError):
+        b.WaitSignalDesc.from_buffer(bytearray(15))
+    with pytest.raises(TypeError):
+        b.WaitSignalDesc.from_buffer(3)
+    # a read-only buffer gives a read-only struct
+    r = b.WaitSignalDesc.from_buffer(bytes(16))
+    with pytest.raises(ValueError):
+        r.ctx = 1
+
+
+def test_structs_with_pointers_refuse_pickling():
+    with pytest.raises(pickle.PicklingError):
+        pickle.dumps(b.Config())
+
+
+def test_pointer_box():
+    box = b.PointerBox()
+    assert box.ptr == 0 and not box
+    box.ptr = 0x1234
+    assert int(box) == 0x1234 and bool(box) and f"{box:x}" == "1234"
+    import ctypes
+
+    assert ctypes.c_ssize_t.from_address(box.address).value == 0x1234
+    assert "0x1234" in repr(b.PointerBox(0x1234))
+
+
+NCCL_HEADER_PROBE = r"""
+#include <stddef.h>
+#include <stdio.h>
+#include <nccl.h>
+int main(void) {
+    printf("Config %zu %zu %zu\n", sizeof(ncclConfig_t), offsetof(ncclConfig_t, nvlinkCentricSched),
+           offsetof(ncclConfig_t, commName));
+    printf("SimInfo %zu %zu\n", sizeof(ncclSimInfo_t), offsetof(ncclSimInfo_t, estimatedTime));
+    printf("UniqueId %zu\n", sizeof(ncclUniqueId));
+    printf("WaitSignalDesc %zu %zu\n", sizeof(ncclWaitSignalDesc_t), offsetof(ncclWaitSignalDesc_t, ctx));
+    return 0;
+}
+"""
+
+
+def _nccl_header_dir():
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    for base in list(spec.submodule_search_locations) if spec else []:
+        inc = Path(base) / "nccl" / "include"
+        if (inc / "nccl.h").exists():
+            return inc
+    return None
+
+
+def test_layout_against_real_header(tmp_path):
+    """When a real nccl.h (and CUDA runtime headers) are present, a C probe
+    compiled against it agrees with our layout for the fields both share."""
+    inc = _nccl_header_dir()
+    cuda_inc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
+    if inc is None or not (cuda_inc / "cuda_runtime.h").exists():
+        pytest.skip("no nccl.h with CUDA runtime headers on this machine")
+    src = tmp_path / "probe.c"
+    src.write_text(NCCL_HEADER_PROBE)
+    exe = tmp_path / "probe"
+    subprocess.run([cc(), f"-I{inc}", f"-I{cuda_inc}", "-o", str(exe), str(src)], check=True)
+    out = dict((l.split()[0], [int(x) for x in l.split()[1:]])
+               for l in subprocess.run([str(exe)], capture_output=True, text=True,
+                                       check=True).stdout.splitlines())
+    layouts = _struct_layouts()
+    cfg = {f: o for f, o, _ in layouts["Config"][1]}
+    # newer headers may grow the config; the shared prefix must agree
+    assert out["Config"][0] >= 80
+    assert out["Config"][1] == cfg["nvlink_centric_sched"] and out["Config"][2] == cfg["comm_name"]
+    assert out["SimInfo"] == [24, 16]
+    assert out["UniqueId"] == [128]
+    assert out["WaitSignalDesc"] == [16, 12]
