@@ -140,7 +140,7 @@ def case_get_unique_id(stub):
 
 def case_get_error_string(stub):
     assert b.get_error_string(-3) == "stub error string -3"
-    assert last(stub) == "ncclGetErrorString result=int:-3"
+    assert last(stub) == "ncclGetErrorString result=result:-3"
 
 
 def case_get_last_error(stub):

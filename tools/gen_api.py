@@ -31,6 +31,7 @@ C_TYPES = {
     "redop": "ncclRedOp_t",
     "residence": "ncclScalarResidence_t",
     "memstat": "ncclCommMemStat_t",
+    "result": "ncclResult_t",
     "comm": "ncclComm_t",
     "stream": "cudaStream_t",
     "win": "ncclWindow_t",
@@ -224,7 +225,7 @@ def _record_stmt(p: Param, array_len: dict[str, str]) -> list[str]:
         return [f'    rec(" {n}={k}:%llu", (unsigned long long){n});']
     if k == "uint":
         return [f'    rec(" {n}={k}:%u", {n});']
-    if k in ("int", "dtype", "redop", "residence", "memstat"):
+    if k in ("int", "dtype", "redop", "residence", "memstat", "result"):
         return [f'    rec(" {n}={k}:%d", (int){n});']
     if k == "uid":
         return [f'    rec(" {n}={k}:");', f"    rec_hex(&{n}, sizeof {n});"]

@@ -68,7 +68,7 @@ enum {
 
 typedef ncclResult_t (*ncclGetVersion_fn)(int*);
 typedef ncclResult_t (*ncclGetUniqueId_fn)(ncclUniqueId*);
-typedef const char* (*ncclGetErrorString_fn)(int);
+typedef const char* (*ncclGetErrorString_fn)(ncclResult_t);
 typedef const char* (*ncclGetLastError_fn)(ncclComm_t);
 typedef ncclResult_t (*ncclMemAlloc_fn)(void**, size_t);
 typedef ncclResult_t (*ncclMemFree_fn)(void*);
