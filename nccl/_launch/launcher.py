@@ -1,0 +1,501 @@
+"""``python -m nccl.run``: start N ranks of a Python program on this machine.
+
+The parent makes one unique id with the selected library and hands it, with
+the rank layout, to every rank through environment variables.  It then
+supervises the ranks: it forwards SIGINT/SIGTERM/SIGHUP, stops the survivors
+when one rank fails, optionally prefixes their output, and enforces a timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from nccl._launch import uniqueid
+
+PROG = "python -m nccl.run"
+TIMEOUT_EXIT = 124
+GRACE_SECONDS = 3.0      # between SIGTERM and SIGKILL when stopping ranks
+_KILL_WAIT_SECONDS = 5.0  # after SIGKILL, before giving up on a rank
+_FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP")
+
+# Options that take a separate value; used to find where the program starts.
+_VALUE_OPTIONS = frozenset({"-n", "-np", "--nranks", "--backend", "--timeout"})
+
+_DESCRIPTION = """\
+Start N ranks of a Python program on this machine, all sharing one NCCL
+unique id created here by the selected library.  Inside the program,
+nccl.run.environment() returns the rank, the number of ranks and the id."""
+
+_EPILOG = """\
+variables set in every rank:
+  NCCL4PY_RANK, NCCL4PY_NRANKS, NCCL4PY_LOCAL_RANK, NCCL4PY_LOCAL_SIZE
+  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (as torchrun sets them)
+  NCCL4PY_UNIQUE_ID (the id as 256 hex digits)
+  NCCL4PY_BACKEND=host when the host backend is selected
+
+backends:
+  auto  (default) NCCL_LIBRARY or NCCL4PY_BACKEND when already set; otherwise
+        the GPU library when GPUs are visible (/dev/nvidia* or /dev/kfd, not
+        hidden by CUDA/HIP/ROCR_VISIBLE_DEVICES), else the host backend
+  host  the bundled host backend (NCCL4PY_BACKEND=host; NCCL_LIBRARY is dropped)
+  nccl  NCCL4PY_PLATFORM=cuda (the loader finds libnccl; NCCL_LIBRARY is kept)
+  rccl  NCCL4PY_PLATFORM=rocm (the loader finds librccl; NCCL_LIBRARY is kept)
+
+exit status:
+  0 when every rank exits 0.  When a rank fails, the others are stopped
+  (SIGTERM, then SIGKILL after 3 s) and the status is that of the first rank
+  that failed (128+N for a rank killed by signal N).  124 after --timeout,
+  1 when the unique id cannot be created, 2 for usage errors.
+
+signals:
+  SIGINT, SIGTERM and SIGHUP are forwarded to the ranks; a second one kills
+  them.  Only rank 0 reads the launcher's stdin."""
+
+
+# ----------------------------------------------------------------- arguments
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        usage="%(prog)s -n N [options] (prog.py | -m module) [args ...]",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-n", "-np", "--nranks", type=_positive_int, required=True,
+                        metavar="N", help="number of ranks to start")
+    parser.add_argument("--backend", choices=("auto", "host", "nccl", "rccl"),
+                        default="auto", help="library that makes the unique id and that "
+                        "the ranks load (default: auto, see below)")
+    parser.add_argument("-t", "--tag-output", action="store_true",
+                        help="prefix every output line with '[rank]: ' (stdout and "
+                        "stderr stay separate; lines are never mixed)")
+    parser.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
+                        help="stop all ranks after SECONDS and exit with status 124")
+    # Shown in the help; the command itself is split off before parsing.
+    parser.add_argument("-m", dest="module", metavar="MODULE",
+                        help="run library module MODULE as a script, like python -m")
+    parser.add_argument("program", nargs="?", metavar="prog.py",
+                        help="the Python script each rank runs")
+    parser.add_argument("args", nargs="*", metavar="args",
+                        help="arguments for the program")
+    return parser
+
+
+def split_command(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
+    """Split *argv* into (launcher options, module or None, command).
+
+    The command starts at the first argument that is not an option or an
+    option's value, after ``--``, or after ``-m MODULE``; everything from there
+    on belongs to the program, even arguments that look like our options.
+    """
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return argv[:i], None, argv[i + 1:]
+        if arg == "-m":
+            if i + 1 == len(argv):
+                return argv[:i] + ["-m"], None, []  # argparse reports the missing value
+            return argv[:i], argv[i + 1], argv[i + 2:]
+        if arg.startswith("-m") and not arg.startswith("--"):
+            return argv[:i], arg[2:], argv[i + 1:]
+        if arg == "-" or not arg.startswith("-"):
+            return argv[:i], None, argv[i:]
+        i += 2 if arg in _VALUE_OPTIONS else 1
+    return argv, None, []
+
+
+# ------------------------------------------------------------------- backend
+
+def _hidden(value: str | None) -> bool:
+    """True when a *_VISIBLE_DEVICES value hides every device."""
+    if value is None:
+        return False
+    first = value.split(",")[0].strip()
+    return first == "" or first == "-1"
+
+
+def gpus_visible(environ, dev: str = "/dev") -> bool:
+    """Cheap guess at whether this process would see a GPU (no library is loaded)."""
+    nvidia = bool(glob.glob(os.path.join(dev, "nvidia[0-9]*")))
+    amd = os.path.exists(os.path.join(dev, "kfd"))
+    cuda_hidden = _hidden(environ.get("CUDA_VISIBLE_DEVICES"))
+    amd_hidden = cuda_hidden or any(
+        _hidden(environ.get(name)) for name in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+    )
+    return (nvidia and not cuda_hidden) or (amd and not amd_hidden)
+
+
+def select_backend(choice: str, environ, dev: str = "/dev") -> str:
+    """Apply ``--backend choice`` to *environ* (a mutable mapping); describe the result."""
+    if choice == "host":
+        environ.pop("NCCL_LIBRARY", None)
+        environ["NCCL4PY_BACKEND"] = "host"
+        return "host"
+    if choice in ("nccl", "rccl"):
+        environ.pop("NCCL4PY_BACKEND", None)
+        environ["NCCL4PY_PLATFORM"] = "cuda" if choice == "nccl" else "rocm"
+        return choice
+    if choice != "auto":
+        raise ValueError(f"unknown backend {choice!r}")
+    if environ.get("NCCL_LIBRARY"):
+        return f"NCCL_LIBRARY={environ['NCCL_LIBRARY']}"
+    if environ.get("NCCL4PY_BACKEND"):
+        return f"NCCL4PY_BACKEND={environ['NCCL4PY_BACKEND']}"
+    if gpus_visible(environ, dev):
+        return "gpu"
+    environ["NCCL4PY_BACKEND"] = "host"
+    return "host"
+
+
+def rank_environment(base, rank: int, nranks: int, uid_hex: str) -> dict[str, str]:
+    """The environment of rank *rank*: *base* plus the launcher's variables."""
+    env = dict(base)
+    for names, value in (
+        (("NCCL4PY_RANK", "RANK", "LOCAL_RANK", "NCCL4PY_LOCAL_RANK"), rank),
+        (("NCCL4PY_NRANKS", "WORLD_SIZE", "NCCL4PY_LOCAL_SIZE", "LOCAL_WORLD_SIZE"), nranks),
+    ):
+        for name in names:
+            env[name] = str(value)
+    env[uniqueid.UNIQUE_ID_ENV] = uid_hex
+    return env
+
+
+# ------------------------------------------------------------------- output
+
+class _LineWriter:
+    """Writes whole lines to one of our streams; one lock per stream."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._binary = getattr(stream, "buffer", None)
+        self._lock = threading.Lock()
+        self.broken = False
+
+    def write(self, data: bytes) -> None:
+        if self.broken:
+            return
+        with self._lock:
+            try:
+                if self._binary is not None:
+                    self._stream.flush()
+                    self._binary.write(data)
+                    self._binary.flush()
+                else:
+                    self._stream.write(data.decode(errors="replace"))
+                    self._stream.flush()
+            except (OSError, ValueError):  # closed pipe (e.g. `| head`): drop output
+                self.broken = True
+
+
+def _pump(pipe, writer: _LineWriter, prefix: bytes) -> None:
+    with pipe:
+        for line in iter(pipe.readline, b""):
+            if not line.endswith(b"\n"):
+                line += b"\n"
+            writer.write(prefix + line)
+
+
+# -------------------------------------------------------------- supervision
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _describe(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by signal {-returncode} ({_signal_name(-returncode)})"
+    return f"exited with status {returncode}"
+
+
+def _exit_status(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(map(str, ranks))
+
+
+def _death_signal_preexec():
+    """Have each rank receive SIGTERM if the launcher dies (Linux), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the launcher is already gone
+            os._exit(1)
+
+    return preexec
+
+
+class Launcher:
+    """Runs *nranks* copies of *command* and supervises them (see the module doc)."""
+
+    def __init__(self, command: list[str], nranks: int, base_env, uid: bytes, *,
+                 tag_output: bool = False, timeout: float | None = None,
+                 grace: float = GRACE_SECONDS):
+        self.command = command
+        self.nranks = nranks
+        self.base_env = base_env
+        self.uid_hex = uniqueid.encode(uid)
+        self.tag_output = tag_output
+        self.timeout = timeout
+        self.grace = grace
+        self.procs: list[subprocess.Popen] = []
+        self.codes: dict[int, int] = {}
+        self.exit_order: list[int] = []
+        self.stopped: set[int] = set()
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.err = _LineWriter(sys.stderr)
+        self.out = _LineWriter(sys.stdout)
+        self.threads: list[threading.Thread] = []
+        self._preexec = None
+
+    # -- messages
+    def say(self, text: str) -> None:
+        self.err.write(f"nccl.run: {text}\n".encode())
+
+    # -- signals to ranks
+    def _live(self) -> list[int]:
+        return [r for r in range(len(self.procs)) if r not in self.codes]
+
+    def _send(self, ranks, sig: int) -> None:
+        for r in ranks:
+            proc = self.procs[r]
+            if proc.returncode is not None:
+                continue
+            try:
+                os.killpg(proc.pid, sig)  # the rank and anything it started
+            except (ProcessLookupError, PermissionError):
+                try:
+                    proc.send_signal(sig)
+                except (ProcessLookupError, OSError):
+                    pass
+
+    def _stop(self, ranks) -> None:
+        ranks = [r for r in ranks if r not in self.stopped]
+        self.stopped.update(ranks)
+        self._send(ranks, signal.SIGTERM)
+
+    # -- running
+    def _spawn(self, rank: int) -> subprocess.Popen:
+        piped = subprocess.PIPE if self.tag_output else None
+        return subprocess.Popen(
+            self.command,
+            env=rank_environment(self.base_env, rank, self.nranks, self.uid_hex),
+            stdin=None if rank == 0 else subprocess.DEVNULL,  # like mpirun: stdin to rank 0
+            stdout=piped,
+            stderr=piped,
+            start_new_session=True,  # signals reach ranks only through us, once
+            preexec_fn=self._preexec,
+        )
+
+    def _start_threads(self) -> None:
+        def waiter(rank, proc):
+            self.events.put(("exit", rank, proc.wait()))
+
+        for rank, proc in enumerate(self.procs):
+            if self.tag_output:
+                prefix = f"[{rank}]: ".encode()
+                for pipe, writer in ((proc.stdout, self.out), (proc.stderr, self.err)):
+                    self.threads.append(threading.Thread(
+                        target=_pump, args=(pipe, writer, prefix), daemon=True))
+            threading.Thread(target=waiter, args=(rank, proc), daemon=True).start()
+        for thread in self.threads:
+            thread.start()
+
+    def _on_signal(self, signum, frame) -> None:
+        self.events.put(("signal", signum))  # SimpleQueue.put is reentrant
+
+    def run(self) -> int:
+        self._preexec = _death_signal_preexec()
+        handlers = {}
+        if threading.current_thread() is threading.main_thread():
+            for name in _FORWARDED:
+                sig = getattr(signal, name, None)
+                # An ignored signal (nohup, background jobs) stays ignored, and
+                # the ranks inherit that.
+                if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
+                    handlers[sig] = signal.signal(sig, self._on_signal)
+        try:
+            return self._run()
+        finally:
+            for sig, old in handlers.items():
+                signal.signal(sig, old)
+
+    def _run(self) -> int:
+        start = time.monotonic()
+        try:
+            for rank in range(self.nranks):
+                self.procs.append(self._spawn(rank))
+        except OSError as exc:
+            self.say(f"cannot start rank {len(self.procs)}: {exc}")
+            self._stop(range(len(self.procs)))
+            for proc in self.procs:
+                proc.wait()
+            return 1
+        self._start_threads()
+
+        deadline = start + self.timeout if self.timeout else None
+        first_failure: int | None = None
+        timed_out = False
+        signals = 0
+        stop_time: float | None = None   # when SIGTERM went out
+        kill_time: float | None = None   # when SIGKILL went out
+        while len(self.codes) < self.nranks:
+            now = time.monotonic()
+            wait = 0.5
+            if deadline is not None and stop_time is None:
+                wait = min(wait, deadline - now)
+            if stop_time is not None and kill_time is None:
+                wait = min(wait, stop_time + self.grace - now)
+            try:
+                event = self.events.get(timeout=max(wait, 0.0))
+            except queue.Empty:
+                event = None
+            now = time.monotonic()
+
+            if event is not None and event[0] == "exit":
+                _, rank, code = event
+                self.codes[rank] = code
+                self.exit_order.append(rank)
+                if code != 0 and rank not in self.stopped and first_failure is None:
+                    first_failure = rank
+                    if self._live():
+                        self._stop(self._live())
+                        stop_time = now
+            elif event is not None and event[0] == "signal":
+                signals += 1
+                sig = event[1]
+                if signals == 1:
+                    self.say(f"received {_signal_name(sig)}; forwarding it to the ranks")
+                    self._send(self._live(), sig)
+                else:
+                    self.say(f"received {_signal_name(sig)} again; killing the ranks")
+                    self._send(self._live(), signal.SIGKILL)
+                    kill_time = kill_time or now
+
+            if (deadline is not None and not timed_out and first_failure is None
+                    and now >= deadline and self._live()):
+                timed_out = True
+                live = self._live()
+                self.say(f"timeout: {_ranks_text(live)} still running after "
+                         f"{self.timeout:g} s (--timeout); stopping "
+                         f"{'it' if len(live) == 1 else 'them'}")
+                self._stop(live)
+                stop_time = stop_time or now
+            if stop_time is not None and kill_time is None and now >= stop_time + self.grace:
+                self._send(self._live(), signal.SIGKILL)
+                kill_time = now
+            if kill_time is not None and now >= kill_time + _KILL_WAIT_SECONDS:
+                self.say(f"{_ranks_text(self._live())} did not exit after SIGKILL; giving up")
+                break
+
+        end = time.monotonic() + 2.0  # output of ranks whose children hold the pipes
+        for thread in self.threads:
+            thread.join(max(0.0, end - time.monotonic()))
+
+        status = 0
+        if timed_out:
+            status = TIMEOUT_EXIT
+        elif first_failure is not None:
+            status = _exit_status(self.codes[first_failure])
+        elif self._live():
+            status = 1
+        if status != 0:
+            self._summary()
+        return status
+
+    def _summary(self) -> None:
+        failed = [r for r in self.exit_order if self.codes[r] != 0 and r not in self.stopped]
+        parts = []
+        if failed:
+            parts.append(", ".join(f"rank {r} {_describe(self.codes[r])}" for r in failed))
+        stopped = sorted(self.stopped)
+        if stopped:
+            parts.append(f"{_ranks_text(stopped)} {'was' if len(stopped) == 1 else 'were'} "
+                         "stopped")
+        if parts:
+            self.say("; ".join(parts))
+
+
+# ---------------------------------------------------------------------- main
+
+def main(argv: list[str] | None = None) -> int:
+    prog = PROG
+    if argv is None:
+        argv = sys.argv[1:]
+        name = os.path.basename(sys.argv[0]) if sys.argv else ""
+        if name and not name.endswith(".py"):  # a console script such as nccl4py-run
+            prog = name
+    argv = list(argv)
+    parser = build_parser(prog)
+    options, module, command = split_command(argv)
+    opts = parser.parse_args(options)
+    if opts.program is not None or opts.args:  # only reachable through odd option mixes
+        parser.error(f"unexpected arguments: {' '.join([opts.program or '', *opts.args])}")
+    if opts.module is not None:  # "-m" with its value was left to argparse
+        module = opts.module
+    if module is None and not command:
+        parser.error("no program given: name a script (prog.py) or a module (-m module)")
+    if module is not None:
+        if not module:
+            parser.error("-m needs a module name")
+        child = [sys.executable, "-m", module, *command]
+    else:
+        if not os.path.exists(command[0]):
+            parser.error(f"can't open file {command[0]!r}: no such file")
+        # "--" keeps python from reading a script named "-x.py" as an option
+        child = [sys.executable, *(["--"] if command[0].startswith("-") else []), *command]
+
+    select_backend(opts.backend, os.environ)
+    try:
+        uid = uniqueid.launcher_unique_id()
+    except Exception as exc:
+        sys.stderr.write(
+            f"nccl.run: cannot create the unique id: {exc}\n"
+            "nccl.run: use --backend host for the bundled host backend, or set "
+            "NCCL_LIBRARY to the NCCL/RCCL library to load\n")
+        return 1
+    launcher = Launcher(child, opts.nranks, dict(os.environ), uid,
+                        tag_output=opts.tag_output, timeout=opts.timeout)
+    return launcher.run()
