@@ -1,0 +1,318 @@
+/*
+ * group.c - ncclGroupStart / ncclGroupEnd and deferred execution.
+ *
+ * Group state is per thread, as in NCCL.  Between ncclGroupStart and the
+ * matching outermost ncclGroupEnd (nesting only counts depth), collectives,
+ * sends, receives, splits, shrinks and the join step of ncclCommInitRank are
+ * queued; outside a group each call runs at once.
+ *
+ * At the outermost ncclGroupEnd the queue is split by communicator.  For each
+ * communicator: first the pending join (if the communicator was created in
+ * this group), then its collectives / split / shrink in issue order, then all
+ * its sends and receives as one batch (p2p.c).  Running the point-to-point
+ * batch after the collectives is one fixed order that every rank follows, so
+ * mixing both kinds in one group cannot deadlock.  When the group touches
+ * several communicators, each communicator's work runs on its own thread and
+ * ncclGroupEnd waits for all of them: several ranks driven by one thread
+ * (ncclCommInitAll) can therefore take part in the same collective.
+ *
+ * If a call inside the group fails its argument checks, it returns the error
+ * and ncclGroupEnd discards the whole group and returns that error, like
+ * NCCL.  ncclGroupSimulateEnd closes the group without running any data
+ * operation (communicator creation still completes) and reports an
+ * estimate of the time the operations would take.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
+#endif
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct {
+    int depth;
+    n4p_op *ops;
+    int nops;
+    int cap;
+    ncclResult_t err;
+    char errmsg[N4P_ERRLEN];
+} group_state;
+
+static _Thread_local group_state g;
+
+bool n4p_in_group(void)
+{
+    return g.depth > 0;
+}
+
+static void op_release(n4p_op *o)
+{
+    free(o->v);
+    free(o->exclude);
+    o->v = NULL;
+    o->exclude = NULL;
+}
+
+static bool is_p2p(const n4p_op *o)
+{
+    return o->kind == N4P_K_SEND || o->kind == N4P_K_RECV;
+}
+
+typedef struct {
+    ncclComm_t comm;
+    n4p_op *ops; /* every op of the group; only those of `comm` are run */
+    int nops;
+    ncclResult_t rc;
+    char errmsg[N4P_ERRLEN];
+} job;
+
+static ncclResult_t run_comm_ops(ncclComm_t comm, n4p_op *ops, int nops)
+{
+    ncclResult_t rc = ncclSuccess;
+    int np = 0;
+    for (int i = 0; i < nops && rc == ncclSuccess; i++)
+        if (ops[i].comm == comm && ops[i].kind == N4P_K_INIT_WAIT)
+            rc = n4p_exec_coll(&ops[i]);
+    for (int i = 0; i < nops; i++) {
+        n4p_op *o = &ops[i];
+        if (o->comm != comm || o->kind == N4P_K_INIT_WAIT)
+            continue;
+        if (is_p2p(o)) {
+            np++;
+            continue;
+        }
+        if (rc != ncclSuccess && o->kind != N4P_K_SHRINK)
+            continue;
+        ncclResult_t r = n4p_exec_coll(o);
+        if (rc == ncclSuccess)
+            rc = r;
+    }
+    if (np > 0 && rc == ncclSuccess) {
+        n4p_op *p2p = malloc(sizeof *p2p * (size_t)np);
+        if (p2p == NULL)
+            return n4p_fail(comm, ncclSystemError, "out of memory");
+        int k = 0;
+        for (int i = 0; i < nops; i++)
+            if (ops[i].comm == comm && is_p2p(&ops[i]))
+                p2p[k++] = ops[i];
+        rc = n4p_exec_p2p(comm, p2p, np);
+        free(p2p);
+    }
+    return rc;
+}
+
+/* Run the operations of one communicator.  `busy` tells ncclCommAbort,
+ * called from another thread, to wait until we no longer touch the comm;
+ * decrementing it is our last access. */
+static ncclResult_t run_comm(ncclComm_t comm, n4p_op *ops, int nops, char *errmsg)
+{
+    atomic_fetch_add(&comm->busy, 1);
+    ncclResult_t rc = run_comm_ops(comm, ops, nops);
+    if (rc != ncclSuccess && errmsg != NULL)
+        memcpy(errmsg, comm->errmsg, N4P_ERRLEN);
+    atomic_fetch_sub(&comm->busy, 1);
+    return rc;
+}
+
+static void *job_main(void *arg)
+{
+    job *j = arg;
+    j->rc = run_comm(j->comm, j->ops, j->nops, j->errmsg);
+    return NULL;
+}
+
+/* Run a list of operations (the content of a group, or one call). */
+static ncclResult_t run_ops(n4p_op *ops, int nops)
+{
+    if (nops == 0)
+        return ncclSuccess;
+    int njobs = 0;
+    job *jobs = calloc((size_t)nops, sizeof *jobs);
+    if (jobs == NULL)
+        return n4p_fail(NULL, ncclSystemError, "out of memory");
+    for (int i = 0; i < nops; i++) {
+        int k;
+        for (k = 0; k < njobs; k++)
+            if (jobs[k].comm == ops[i].comm)
+                break;
+        if (k == njobs) {
+            jobs[njobs].comm = ops[i].comm;
+            jobs[njobs].ops = ops;
+            jobs[njobs].nops = nops;
+            njobs++;
+        }
+    }
+    ncclResult_t rc = ncclSuccess;
+    if (njobs == 1) {
+        rc = run_comm(jobs[0].comm, ops, nops, NULL);
+        free(jobs);
+        return rc;
+    }
+    pthread_t *tids = calloc((size_t)njobs, sizeof *tids);
+    bool *started = calloc((size_t)njobs, sizeof *started);
+    if (tids == NULL || started == NULL) {
+        free(tids);
+        free(started);
+        free(jobs);
+        return n4p_fail(NULL, ncclSystemError, "out of memory");
+    }
+    for (int k = 1; k < njobs; k++)
+        started[k] = pthread_create(&tids[k], NULL, job_main, &jobs[k]) == 0;
+    job_main(&jobs[0]);
+    for (int k = 1; k < njobs; k++) {
+        if (started[k])
+            pthread_join(tids[k], NULL);
+        else
+            job_main(&jobs[k]); /* could not start a thread: best effort */
+    }
+    for (int k = 0; k < njobs; k++) {
+        if (jobs[k].rc != ncclSuccess && rc == ncclSuccess) {
+            rc = jobs[k].rc;
+            n4p_set_error_text(jobs[k].errmsg);
+        }
+    }
+    free(tids);
+    free(started);
+    free(jobs);
+    return rc;
+}
+
+ncclResult_t n4p_submit(const n4p_op *o)
+{
+    if (g.depth == 0) {
+        n4p_op copy = *o;
+        ncclResult_t rc = run_ops(&copy, 1);
+        op_release(&copy);
+        return rc;
+    }
+    if (g.nops == g.cap) {
+        int cap = g.cap ? 2 * g.cap : 16;
+        n4p_op *grown = realloc(g.ops, sizeof *grown * (size_t)cap);
+        if (grown == NULL)
+            return n4p_fail(o->comm, ncclSystemError, "out of memory");
+        g.ops = grown;
+        g.cap = cap;
+    }
+    g.ops[g.nops++] = *o;
+    return ncclSuccess;
+}
+
+static void clear_queue(void)
+{
+    for (int i = 0; i < g.nops; i++)
+        op_release(&g.ops[i]);
+    free(g.ops);
+    g.ops = NULL;
+    g.nops = g.cap = 0;
+    g.err = ncclSuccess;
+    g.errmsg[0] = '\0';
+}
+
+N4P_EXPORT ncclResult_t ncclGroupStart(void)
+{
+    if (g.depth == 0) {
+        g.err = ncclSuccess;
+        g.errmsg[0] = '\0';
+    }
+    g.depth++;
+    return ncclSuccess;
+}
+
+/* Operation entry points pass their result through here: inside a group
+ * the first failure is remembered and fails the whole group. */
+ncclResult_t n4p_group_note(ncclResult_t rc)
+{
+    if (g.depth > 0 && g.err == ncclSuccess && rc != ncclSuccess &&
+        rc != ncclInProgress) {
+        g.err = rc;
+        memcpy(g.errmsg, n4p_thread_error(), sizeof g.errmsg);
+    }
+    return rc;
+}
+
+static ncclResult_t discard_failed_group(void)
+{
+    ncclResult_t rc = g.err;
+    for (int i = 0; i < g.nops; i++)
+        if (g.ops[i].kind == N4P_K_INIT_WAIT)
+            n4p_comm_failed(g.ops[i].comm, rc);
+    n4p_set_error_text(g.errmsg);
+    clear_queue();
+    return rc;
+}
+
+N4P_EXPORT ncclResult_t ncclGroupEnd(void)
+{
+    if (g.depth == 0)
+        return n4p_fail(NULL, ncclInvalidUsage,
+                        "ncclGroupEnd called without a matching ncclGroupStart");
+    if (--g.depth > 0)
+        return ncclSuccess;
+    if (g.err != ncclSuccess)
+        return discard_failed_group();
+    /* Take the queue first: the operations may not touch it. */
+    n4p_op *ops = g.ops;
+    int nops = g.nops;
+    g.ops = NULL;
+    g.nops = g.cap = 0;
+    ncclResult_t rc = run_ops(ops, nops);
+    for (int i = 0; i < nops; i++)
+        op_release(&ops[i]);
+    free(ops);
+    return rc;
+}
+
+static double estimate_us(const n4p_op *o)
+{
+    if (o->kind == N4P_K_INIT_WAIT || o->kind == N4P_K_SPLIT ||
+        o->kind == N4P_K_SHRINK)
+        return 0;
+    size_t n = (size_t)o->comm->nranks;
+    size_t bytes = o->count * n4p_dtype_size(o->dtype);
+    if (o->kind == N4P_K_ALLGATHER || o->kind == N4P_K_ALLTOALL ||
+        o->kind == N4P_K_REDUCESCATTER || o->kind == N4P_K_GATHER ||
+        o->kind == N4P_K_SCATTER)
+        bytes *= n;
+    /* A few microseconds per round plus about 5 GB/s of copying. */
+    return 5.0 + (double)bytes / 5e3;
+}
+
+N4P_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+    if (simInfo == NULL)
+        return n4p_fail(NULL, ncclInvalidArgument, "simInfo is NULL");
+    if (simInfo->size < offsetof(ncclSimInfo_t, version) ||
+        simInfo->magic != NCCL_SIM_INFO_MAGIC)
+        return n4p_fail(NULL, ncclInvalidArgument,
+                        "ncclSimInfo_t was not initialised (bad size or magic)");
+    if (g.depth == 0)
+        return n4p_fail(NULL, ncclInvalidUsage,
+                        "ncclGroupSimulateEnd called without ncclGroupStart");
+    double us = 0;
+    for (int i = 0; i < g.nops; i++)
+        us += estimate_us(&g.ops[i]);
+    if (simInfo->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float))
+        simInfo->estimatedTime = (float)us;
+    if (--g.depth > 0)
+        return ncclSuccess;
+    if (g.err != ncclSuccess)
+        return discard_failed_group();
+    /* Keep communicator creation, drop the data operations. */
+    n4p_op *ops = g.ops;
+    int nops = g.nops, k = 0;
+    g.ops = NULL;
+    g.nops = g.cap = 0;
+    for (int i = 0; i < nops; i++) {
+        if (ops[i].kind == N4P_K_INIT_WAIT || ops[i].kind == N4P_K_SPLIT ||
+            ops[i].kind == N4P_K_SHRINK)
+            ops[k++] = ops[i];
+        else
+            op_release(&ops[i]);
+    }
+    ncclResult_t rc = run_ops(ops, k);
+    for (int i = 0; i < k; i++)
+        op_release(&ops[i]);
+    free(ops);
+    return rc;
+}

@@ -1,0 +1,296 @@
+/*
+ * internal.h - shared declarations of the host backend (libnccl4py_host.so).
+ *
+ * The backend implements the NCCL C ABI on host memory.  Ranks are processes
+ * (or threads, for ncclCommInitAll) on one machine that meet in a POSIX
+ * shared-memory segment named by the unique id.  See collectives.c for the
+ * overall design and README.md for the user-visible semantics.
+ */
+#ifndef N4P_HOST_INTERNAL_H
+#define N4P_HOST_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "nccl_api.h"
+#include "api_decls.h"
+
+/* Everything declared below is internal to the library, even when it is
+ * built without -fvisibility=hidden; the API is exported explicitly. */
+#pragma GCC visibility push(hidden)
+
+#define N4P_EXPORT __attribute__((visibility("default")))
+#define N4P_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+#define N4P_CACHELINE 64
+#define N4P_ERRLEN 512
+
+/* ------------------------------------------------------------------ ids -- */
+
+/* Layout of the 128-byte ncclUniqueId used by this backend. */
+#define N4P_ID_TAG "n4phost1"   /* 8 bytes, recognisable prefix */
+#define N4P_ID_TAG_LEN 8
+#define N4P_ID_NAME_OFF 8       /* 16 random bytes naming the segment */
+#define N4P_ID_NAME_LEN 16
+#define N4P_ID_SECRET_OFF 24    /* 32 random bytes, never part of a name */
+#define N4P_ID_SECRET_LEN 32
+#define N4P_SHM_NAME_MAX 64
+
+/* ------------------------------------------------------ shared segment -- */
+
+#define N4P_SEG_MAGIC 0x6e34706873656731ull /* "n4phseg1" */
+
+enum { N4P_RANK_EMPTY = 0, N4P_RANK_JOINED = 1, N4P_RANK_LEFT = 2 };
+
+/* What a rank announces at the start of each collective, so that peers can
+ * detect mismatched calls (different collective, count, type, op or root). */
+typedef struct {
+    uint64_t epoch;
+    uint64_t count;
+    int32_t kind;
+    int32_t dtype;
+    int32_t op;   /* builtin op, or -1 for any PreMulSum op */
+    int32_t root;
+} n4p_desc;
+
+/* Per-rank control block in the segment.  `seq` is written only by its
+ * owner and sits on its own cache line. */
+typedef struct {
+    _Atomic uint64_t seq;
+    char pad0[N4P_CACHELINE - sizeof(uint64_t)];
+    _Atomic int32_t state;
+    int32_t pid;
+    uint64_t starttime; /* from /proc/<pid>/stat, guards against pid reuse */
+    n4p_desc desc[2];   /* indexed by epoch parity */
+    int32_t errcode;    /* filled before the segment is poisoned */
+    char errmsg[N4P_ERRLEN];
+} n4p_rank_ctl;
+
+/* Control words of one point-to-point ring (src -> dst). */
+typedef struct {
+    _Atomic uint64_t tail; /* bytes written by the sender */
+    char pad0[N4P_CACHELINE - sizeof(uint64_t)];
+    _Atomic uint64_t head; /* bytes consumed by the receiver */
+    char pad1[N4P_CACHELINE - sizeof(uint64_t)];
+} n4p_ring_ctl;
+
+typedef struct {
+    _Atomic uint64_t ready; /* N4P_SEG_MAGIC once the layout is written */
+    int32_t nranks;
+    int32_t pad;
+    uint64_t total_bytes;
+    uint64_t slot_bytes;  /* collective staging slot, one per rank */
+    uint64_t ring_bytes;  /* capacity of each point-to-point ring */
+    uint64_t off_ranks;   /* n4p_rank_ctl[nranks] */
+    uint64_t off_rings;   /* n4p_ring_ctl[nranks*nranks] */
+    uint64_t off_coll;    /* 2 sets of (nranks + 1) slots */
+    uint64_t off_data;    /* ring buffers, nranks*nranks of ring_bytes */
+    _Atomic int32_t joined;
+    _Atomic int32_t poison; /* 0, or 1 + the rank that reported a failure */
+    _Atomic uint32_t wake;  /* futex word bumped by every notification */
+    _Atomic uint32_t sleepers;
+} n4p_seg_hdr;
+
+typedef struct {
+    void *base;
+    size_t size;
+    n4p_seg_hdr *hdr;
+    n4p_rank_ctl *ranks;
+    n4p_ring_ctl *rings;
+    char *coll;
+    char *data;
+} n4p_seg;
+
+/* ---------------------------------------------------------- comm state -- */
+
+#define N4P_COMM_MAGIC 0x6e3470636f6d6d31ull
+#define N4P_COMM_DEAD 0x6e34706465616431ull
+
+/* Reduction operator as resolved for one call. */
+enum { N4P_OP_PREMUL = 5 };
+typedef struct {
+    int dtype;
+    int op;                  /* ncclSum..ncclAvg, or N4P_OP_PREMUL */
+    int nranks;              /* divisor of ncclAvg */
+    unsigned char scalar[8]; /* PreMulSum scalar, in `dtype` */
+} n4p_redspec;
+
+typedef struct {
+    bool used;
+    int dtype;
+    int residence;
+    unsigned char scalar[8];
+    const void *ptr; /* ncclScalarDevice: read at each use */
+} n4p_custom_op;
+
+typedef struct n4p_reg {
+    struct n4p_reg *next;
+    uint64_t magic;
+    void *buff;
+    size_t size;
+    int flags;
+    int rank; /* rank of the registering communicator */
+    bool window;
+} n4p_reg;
+
+struct ncclComm {
+    uint64_t magic;
+    int rank;
+    int nranks;
+    int device;
+    n4p_seg seg;
+    char shm_name[N4P_SHM_NAME_MAX];
+    unsigned char secret[N4P_ID_SECRET_LEN];
+    double timeout; /* seconds, <= 0 means wait forever */
+    uint64_t epoch; /* number of barriers passed */
+    uint64_t nsplit;
+    uint64_t nshrink;
+    _Atomic int error; /* sticky asynchronous error */
+    _Atomic int busy;    /* threads running operations on this comm */
+    _Atomic int aborted; /* ncclCommAbort from another thread */
+    bool joined_all;   /* every rank has attached */
+    bool revoked;
+    bool suspended;
+    bool finalized;
+    const char *cur_op; /* name of the running operation, for messages */
+    const void **srcs;  /* nranks source pointers for the reduce kernels */
+    char errmsg[N4P_ERRLEN];
+    pthread_mutex_t lock; /* guards regs and ops */
+    n4p_reg *regs;
+    n4p_custom_op *ops;
+    int nops;
+};
+
+/* A window handle: ncclWindow_t is a pointer to this (opaque to callers). */
+struct ncclWindow_vidmem {
+    n4p_reg reg;
+};
+
+/* ------------------------------------------------------ deferred ops -- */
+
+enum {
+    N4P_K_ALLREDUCE = 1,
+    N4P_K_BROADCAST,
+    N4P_K_REDUCE,
+    N4P_K_ALLGATHER,
+    N4P_K_REDUCESCATTER,
+    N4P_K_ALLTOALL,
+    N4P_K_ALLTOALLV,
+    N4P_K_GATHER,
+    N4P_K_SCATTER,
+    N4P_K_ALLREDUCE_BIAS,
+    N4P_K_SPLIT,
+    N4P_K_SHRINK,
+    N4P_K_INIT_WAIT,
+    N4P_K_SEND,
+    N4P_K_RECV
+};
+
+typedef struct {
+    int kind;
+    ncclComm_t comm;
+    const void *sendbuff;
+    void *recvbuff;
+    size_t count;
+    int dtype;
+    int op;
+    int root; /* root, or peer for send/recv */
+    const void *acc;
+    size_t *v; /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (4*n) */
+    /* split / shrink */
+    int color;
+    int key;
+    ncclComm_t *newcomm;
+    int *exclude;
+    int nexclude;
+    /* p2p progress state */
+    uint64_t done_bytes;
+    bool hdr_done;
+    bool complete;
+    int prev; /* index of the previous op to the same peer and direction */
+} n4p_op;
+
+/* ---------------------------------------------------------- functions -- */
+
+/* errors.c */
+void n4p_set_error(ncclComm_t comm, const char *fmt, ...) N4P_PRINTF(2, 3);
+void n4p_set_error_text(const char *text);
+const char *n4p_thread_error(void);
+ncclResult_t n4p_fail(ncclComm_t comm, ncclResult_t rc, const char *fmt, ...)
+    N4P_PRINTF(3, 4);
+ncclResult_t n4p_comm_failed(ncclComm_t comm, ncclResult_t rc);
+
+/* dtypes.c */
+size_t n4p_dtype_size(int dtype);
+const char *n4p_dtype_name(int dtype);
+float n4p_half_to_float(uint16_t h);
+uint16_t n4p_float_to_half(float f);
+float n4p_bf16_to_float(uint16_t h);
+uint16_t n4p_float_to_bf16(float f);
+float n4p_e4m3_to_float(uint8_t v);
+uint8_t n4p_float_to_e4m3(float f);
+float n4p_e5m2_to_float(uint8_t v);
+uint8_t n4p_float_to_e5m2(float f);
+
+/* reduce.c */
+void n4p_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,
+                int nsrc, size_t count);
+void n4p_add_bias(int dtype, void *dst, const void *bias, size_t count);
+
+/* shm.c */
+ncclResult_t n4p_random_id(ncclUniqueId *id);
+void n4p_derive_id(const unsigned char *secret, uint64_t kind, uint64_t counter,
+                   uint64_t extra, ncclUniqueId *out);
+bool n4p_id_valid(const ncclUniqueId *id);
+ncclResult_t n4p_seg_attach(ncclComm_t comm, const ncclUniqueId *id);
+void n4p_seg_unlink(ncclComm_t comm);
+void n4p_seg_detach(ncclComm_t comm);
+uint64_t n4p_proc_starttime(pid_t pid, char *state);
+
+/* sync.c */
+typedef bool (*n4p_pred)(void *ctx);
+#define N4P_NO_PEER_CHECK (-2) /* the predicate checks peers itself */
+double n4p_now(void);
+double n4p_env_timeout(void);
+void n4p_notify(ncclComm_t comm);
+ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
+                      const char *what);
+ncclResult_t n4p_barrier(ncclComm_t comm);
+ncclResult_t n4p_wait_joined(ncclComm_t comm);
+void n4p_poison(ncclComm_t comm, ncclResult_t rc);
+ncclResult_t n4p_check_poison(ncclComm_t comm);
+ncclResult_t n4p_check_peer(ncclComm_t comm, int peer, const char *what);
+
+/* comm.c */
+ncclResult_t n4p_check_comm(ncclComm_t comm, bool for_ops);
+ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id,
+                             int rank, int device, bool wait);
+ncclResult_t n4p_exec_split(n4p_op *o);
+ncclResult_t n4p_exec_shrink(n4p_op *o);
+ncclResult_t n4p_resolve_op(ncclComm_t comm, int op, int dtype, n4p_redspec *rs);
+
+/* collectives.c */
+ncclResult_t n4p_exec_coll(n4p_op *o);
+ncclResult_t n4p_coll_sync(ncclComm_t comm, const n4p_op *o);
+
+/* p2p.c */
+ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops);
+
+/* group.c */
+ncclResult_t n4p_submit(const n4p_op *o);
+ncclResult_t n4p_group_note(ncclResult_t rc);
+bool n4p_in_group(void);
+
+#pragma GCC visibility pop
+
+static inline void *n4p_slot(ncclComm_t c, int set, int k)
+{
+    size_t s = c->seg.hdr->slot_bytes;
+    return c->seg.coll + ((size_t)set * (size_t)(c->nranks + 1) + (size_t)k) * s;
+}
+
+#endif /* N4P_HOST_INTERNAL_H */

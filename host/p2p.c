@@ -1,0 +1,296 @@
+/*
+ * p2p.c - ncclSend / ncclRecv.
+ *
+ * Every ordered pair of ranks (src, dst) owns a byte ring in the segment
+ * (single producer, single consumer; `tail` written by the sender, `head` by
+ * the receiver).  A message is a 16-byte header carrying its size, followed
+ * by the payload: one copy into the ring by the sender, one copy out by the
+ * receiver.  Messages between a pair are FIFO, which gives NCCL's matching
+ * rule: the k-th send from A to B matches the k-th receive on B from A.  A
+ * size mismatch is reported as ncclInvalidUsage.
+ *
+ * All sends and receives of one communicator in a group are progressed
+ * together: each pass moves as many bytes as the rings allow for every
+ * operation that is at the head of its (peer, direction) queue, and the
+ * engine waits only when no operation can move.  So any pattern NCCL accepts
+ * in a group (rings, all-to-all, self-sends, messages larger than a ring)
+ * completes without deadlock.  Outside a group a send returns as soon as its
+ * data is in the ring, so small unmatched-yet sends do not block; a send
+ * larger than the ring waits for the receiver, as with NCCL.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
+#endif
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MSG_MAGIC 0x6e34706du
+
+typedef struct {
+    uint64_t bytes;
+    uint32_t magic;
+    uint32_t dtype;
+} msg_hdr;
+
+typedef struct {
+    ncclComm_t comm;
+    n4p_op *ops;
+    int nops;
+    int remaining;
+    double last_check;
+    ncclResult_t err;
+} engine;
+
+static inline n4p_ring_ctl *ring_ctl(ncclComm_t c, int src, int dst)
+{
+    return &c->seg.rings[(size_t)src * (size_t)c->nranks + (size_t)dst];
+}
+
+static inline char *ring_data(ncclComm_t c, int src, int dst)
+{
+    return c->seg.data + ((size_t)src * (size_t)c->nranks + (size_t)dst) *
+                             c->seg.hdr->ring_bytes;
+}
+
+static void ring_write(char *ring, size_t cap, uint64_t pos, const void *src,
+                       size_t len)
+{
+    size_t off = (size_t)(pos % cap);
+    size_t first = cap - off < len ? cap - off : len;
+    memcpy(ring + off, src, first);
+    if (len > first)
+        memcpy(ring, (const char *)src + first, len - first);
+}
+
+static void ring_read(const char *ring, size_t cap, uint64_t pos, void *dst,
+                      size_t len)
+{
+    size_t off = (size_t)(pos % cap);
+    size_t first = cap - off < len ? cap - off : len;
+    memcpy(dst, ring + off, first);
+    if (len > first)
+        memcpy((char *)dst + first, ring, len - first);
+}
+
+static size_t op_bytes(const n4p_op *o)
+{
+    return o->count * n4p_dtype_size(o->dtype);
+}
+
+/* Move what fits for one send; true if anything moved. */
+static bool send_step(ncclComm_t c, n4p_op *o)
+{
+    n4p_ring_ctl *rc = ring_ctl(c, c->rank, o->root);
+    char *data = ring_data(c, c->rank, o->root);
+    const size_t cap = c->seg.hdr->ring_bytes;
+    uint64_t tail = atomic_load_explicit(&rc->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&rc->head, memory_order_acquire);
+    size_t space = cap - (size_t)(tail - head);
+    bool moved = false;
+    if (!o->hdr_done) {
+        if (space < sizeof(msg_hdr))
+            return false;
+        msg_hdr h = {op_bytes(o), MSG_MAGIC, (uint32_t)o->dtype};
+        ring_write(data, cap, tail, &h, sizeof h);
+        tail += sizeof h;
+        space -= sizeof h;
+        o->hdr_done = true;
+        moved = true;
+    }
+    size_t left = op_bytes(o) - (size_t)o->done_bytes;
+    size_t k = left < space ? left : space;
+    if (k > 0) {
+        ring_write(data, cap, tail, (const char *)o->sendbuff + o->done_bytes, k);
+        tail += k;
+        o->done_bytes += k;
+        moved = true;
+    }
+    if (moved)
+        atomic_store_explicit(&rc->tail, tail, memory_order_release);
+    o->complete = o->hdr_done && o->done_bytes == op_bytes(o);
+    return moved;
+}
+
+static bool recv_step(engine *e, n4p_op *o)
+{
+    ncclComm_t c = e->comm;
+    n4p_ring_ctl *rc = ring_ctl(c, o->root, c->rank);
+    const char *data = ring_data(c, o->root, c->rank);
+    const size_t cap = c->seg.hdr->ring_bytes;
+    uint64_t head = atomic_load_explicit(&rc->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&rc->tail, memory_order_acquire);
+    size_t avail = (size_t)(tail - head);
+    bool moved = false;
+    if (!o->hdr_done) {
+        if (avail < sizeof(msg_hdr))
+            return false;
+        msg_hdr h;
+        ring_read(data, cap, head, &h, sizeof h);
+        if (h.magic != MSG_MAGIC || h.bytes != op_bytes(o)) {
+            e->err = n4p_fail(c, ncclInvalidUsage,
+                              "ncclRecv from rank %d posted %zu bytes but the "
+                              "matching ncclSend carries %llu bytes",
+                              o->root, op_bytes(o), (unsigned long long)h.bytes);
+            return true;
+        }
+        head += sizeof h;
+        avail -= sizeof h;
+        o->hdr_done = true;
+        moved = true;
+    }
+    size_t left = op_bytes(o) - (size_t)o->done_bytes;
+    size_t k = left < avail ? left : avail;
+    if (k > 0) {
+        ring_read(data, cap, head, (char *)o->recvbuff + o->done_bytes, k);
+        head += k;
+        o->done_bytes += k;
+        moved = true;
+    }
+    if (moved)
+        atomic_store_explicit(&rc->head, head, memory_order_release);
+    o->complete = o->hdr_done && o->done_bytes == op_bytes(o);
+    return moved;
+}
+
+/* One pass over the operations at the head of their queues. */
+static bool pass(engine *e)
+{
+    bool moved = false;
+    for (int i = 0; i < e->nops && e->err == ncclSuccess; i++) {
+        n4p_op *o = &e->ops[i];
+        if (o->complete || (o->prev >= 0 && !e->ops[o->prev].complete))
+            continue;
+        bool m = o->kind == N4P_K_SEND ? send_step(e->comm, o) : recv_step(e, o);
+        if (o->complete)
+            e->remaining--;
+        moved |= m;
+    }
+    if (moved)
+        n4p_notify(e->comm);
+    return moved;
+}
+
+/* Check the peers of unfinished operations about every 100 ms.  A peer may
+ * have finished its part and left (or died) after writing; one more pass
+ * picks that data up before a failure is declared. */
+static bool peers_failed(engine *e)
+{
+    double now = n4p_now();
+    if (now - e->last_check < 0.1)
+        return false;
+    e->last_check = now;
+    for (int i = 0; i < e->nops; i++) {
+        n4p_op *o = &e->ops[i];
+        if (o->complete)
+            continue;
+        ncclResult_t rc = n4p_check_peer(e->comm, o->root,
+                                         o->kind == N4P_K_SEND ? "send" : "recv");
+        if (rc != ncclSuccess) {
+            if (pass(e) || e->err != ncclSuccess)
+                return true;
+            e->err = rc;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The wait predicate: true when the caller should stop waiting (something
+ * moved, everything is done, or an error occurred). */
+static bool progress(void *p)
+{
+    engine *e = p;
+    if (pass(e) || e->remaining == 0 || e->err != ncclSuccess)
+        return true;
+    return peers_failed(e);
+}
+
+ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
+{
+    const int n = comm->nranks;
+    int last[2 * 64];
+    int *lastp = last;
+    if (2 * n > (int)(sizeof last / sizeof last[0])) {
+        lastp = malloc(sizeof(int) * 2 * (size_t)n);
+        if (lastp == NULL)
+            return n4p_fail(comm, ncclSystemError, "out of memory");
+    }
+    for (int i = 0; i < 2 * n; i++)
+        lastp[i] = -1;
+    for (int i = 0; i < nops; i++) {
+        int key = 2 * ops[i].root + (ops[i].kind == N4P_K_RECV);
+        ops[i].prev = lastp[key];
+        lastp[key] = i;
+        ops[i].complete = false;
+        ops[i].hdr_done = false;
+        ops[i].done_bytes = 0;
+    }
+    if (lastp != last)
+        free(lastp);
+    comm->cur_op = nops == 1 ? (ops[0].kind == N4P_K_SEND ? "ncclSend" : "ncclRecv")
+                             : "grouped ncclSend/ncclRecv";
+    engine e = {comm, ops, nops, nops, n4p_now(), ncclSuccess};
+    while (e.remaining > 0) {
+        ncclResult_t rc =
+            n4p_wait(comm, progress, &e, N4P_NO_PEER_CHECK, "send/recv");
+        if (rc != ncclSuccess)
+            return rc;
+        if (e.err != ncclSuccess) {
+            n4p_comm_failed(comm, e.err);
+            n4p_poison(comm, e.err);
+            return e.err;
+        }
+    }
+    comm->cur_op = NULL;
+    return ncclSuccess;
+}
+
+static ncclResult_t submit_p2p(int kind, const void *sendbuff, void *recvbuff,
+                               size_t count, int dtype, int peer, ncclComm_t comm)
+{
+    const char *name = kind == N4P_K_SEND ? "ncclSend" : "ncclRecv";
+    ncclResult_t rc = n4p_check_comm(comm, true);
+    if (rc != ncclSuccess)
+        return rc;
+    const size_t esz = n4p_dtype_size(dtype);
+    if (esz == 0)
+        return n4p_fail(comm, ncclInvalidArgument, "%s: invalid datatype %d", name,
+                        dtype);
+    if (peer < 0 || peer >= comm->nranks)
+        return n4p_fail(comm, ncclInvalidArgument,
+                        "%s: peer %d is out of range for %d ranks", name, peer,
+                        comm->nranks);
+    if (count > SIZE_MAX / esz)
+        return n4p_fail(comm, ncclInvalidArgument, "%s: count %zu is too large",
+                        name, count);
+    if (count > 0 && (kind == N4P_K_SEND ? sendbuff == NULL : recvbuff == NULL))
+        return n4p_fail(comm, ncclInvalidArgument, "%s: buffer is NULL", name);
+    n4p_op o = {.kind = kind,
+                .comm = comm,
+                .sendbuff = sendbuff,
+                .recvbuff = recvbuff,
+                .count = count,
+                .dtype = dtype,
+                .root = peer};
+    return n4p_submit(&o);
+}
+
+N4P_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count,
+                                 ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                 cudaStream_t stream)
+{
+    (void)stream;
+    return n4p_group_note(
+        submit_p2p(N4P_K_SEND, sendbuff, NULL, count, datatype, peer, comm));
+}
+
+N4P_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count,
+                                 ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                 cudaStream_t stream)
+{
+    (void)stream;
+    return n4p_group_note(
+        submit_p2p(N4P_K_RECV, NULL, recvbuff, count, datatype, peer, comm));
+}

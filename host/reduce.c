@@ -1,0 +1,262 @@
+/*
+ * reduce.c - element-wise reduction kernels.
+ *
+ * n4p_reduce(dst, srcs[0..nsrc-1]) computes, for every element i,
+ *     dst[i] = ((pre(s0[i]) op pre(s1[i])) op pre(s2[i])) op ...
+ * always in source (= rank) order, so every rank that reduces the same
+ * element obtains the same bits, whichever algorithm it runs.
+ *
+ * Semantics chosen for the operators:
+ *   - integers wrap (two's complement) for sum, prod and PreMulSum;
+ *   - ncclAvg on integers is the (wrapped) sum divided by nranks with C
+ *     division (truncation toward zero); on floating types it is the sum
+ *     divided by nranks;
+ *   - max/min on floating types propagate NaN, and between +0 and -0 pick
+ *     the later rank's value (as NumPy does);
+ *   - PreMulSum multiplies each input by the scalar, then sums;
+ *   - half, bfloat16 and fp8 are widened to float32, reduced there, and
+ *     rounded to nearest even once at the end.
+ *
+ * Sources are the aligned staging slots of the shared segment.  The kernels
+ * accumulate into an aligned stack block and memcpy it to `dst`, so user
+ * buffers may have any alignment.  The inner loops are plain `restrict`
+ * loops that GCC vectorises.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
+#endif
+/* GCC vectorises at -O2 only loops whose trip count needs no epilogue;
+ * these kernels are worth the -O3 cost model (clang vectorises anyway). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+
+#include <string.h>
+
+#include "internal.h"
+
+#define BLK 1024
+
+/* Integer arithmetic through the unsigned type: wraps without UB. */
+#define IADD(T, U, a, b) ((T)((U)(a) + (U)(b)))
+#define IMUL(T, U, a, b) ((T)((U)(a) * (U)(b)))
+#define FADD(T, U, a, b) ((a) + (b))
+#define FMUL(T, U, a, b) ((a) * (b))
+#define IMAX(a, b) ((b) > (a) ? (b) : (a))
+#define IMIN(a, b) ((b) < (a) ? (b) : (a))
+/* NaN-propagating (a NaN in either operand wins); on equal values (+0 and
+ * -0) the later operand wins, which is what NumPy's maximum/minimum give. */
+#define FMAX(a, b) (((a) != (a)) ? (a) : (((b) != (b) || (b) >= (a)) ? (b) : (a)))
+#define FMIN(a, b) (((a) != (a)) ? (a) : (((b) != (b) || (b) <= (a)) ? (b) : (a)))
+
+#define DEFINE_COMBINE(NAME, T, U, ADD, MUL, MAX, MIN)                          \
+    static void NAME##_first(T *restrict acc, const T *restrict src, size_t m, \
+                             int op, T s)                                      \
+    {                                                                          \
+        if (op == N4P_OP_PREMUL) {                                             \
+            for (size_t i = 0; i < m; i++)                                     \
+                acc[i] = MUL(T, U, s, src[i]);                                 \
+        } else {                                                               \
+            memcpy(acc, src, m * sizeof(T));                                   \
+        }                                                                      \
+    }                                                                          \
+    static void NAME##_combine(T *restrict acc, const T *restrict src,         \
+                               size_t m, int op, T s)                          \
+    {                                                                          \
+        switch (op) {                                                          \
+        case ncclSum:                                                          \
+        case ncclAvg:                                                          \
+            for (size_t i = 0; i < m; i++)                                     \
+                acc[i] = ADD(T, U, acc[i], src[i]);                            \
+            break;                                                             \
+        case ncclProd:                                                         \
+            for (size_t i = 0; i < m; i++)                                     \
+                acc[i] = MUL(T, U, acc[i], src[i]);                            \
+            break;                                                             \
+        case ncclMax:                                                          \
+            for (size_t i = 0; i < m; i++)                                     \
+                acc[i] = MAX(acc[i], src[i]);                                  \
+            break;                                                             \
+        case ncclMin:                                                          \
+            for (size_t i = 0; i < m; i++)                                     \
+                acc[i] = MIN(acc[i], src[i]);                                  \
+            break;                                                             \
+        default: /* PreMulSum */                                               \
+            for (size_t i = 0; i < m; i++)                                     \
+                acc[i] = ADD(T, U, acc[i], MUL(T, U, s, src[i]));              \
+            break;                                                             \
+        }                                                                      \
+    }                                                                          \
+    static void NAME##_avg(T *restrict acc, size_t m, int n)                   \
+    {                                                                          \
+        const T d = (T)n;                                                      \
+        for (size_t i = 0; i < m; i++)                                         \
+            acc[i] = (T)(acc[i] / d);                                          \
+    }                                                                          \
+    static void NAME##_reduce(const n4p_redspec *rs, void *dst,                \
+                              const void *const *srcs, int nsrc, size_t count) \
+    {                                                                          \
+        _Alignas(64) T acc[BLK];                                               \
+        T s;                                                                   \
+        memcpy(&s, rs->scalar, sizeof s);                                      \
+        for (size_t base = 0; base < count; base += BLK) {                     \
+            size_t m = count - base < BLK ? count - base : BLK;                \
+            NAME##_first(acc, (const T *)srcs[0] + base, m, rs->op, s);        \
+            for (int k = 1; k < nsrc; k++)                                     \
+                NAME##_combine(acc, (const T *)srcs[k] + base, m, rs->op, s);  \
+            if (rs->op == ncclAvg)                                             \
+                NAME##_avg(acc, m, rs->nranks);                                \
+            memcpy((char *)dst + base * sizeof(T), acc, m * sizeof(T));        \
+        }                                                                      \
+    }
+
+DEFINE_COMBINE(i8, int8_t, uint8_t, IADD, IMUL, IMAX, IMIN)
+DEFINE_COMBINE(u8, uint8_t, uint8_t, IADD, IMUL, IMAX, IMIN)
+DEFINE_COMBINE(i32, int32_t, uint32_t, IADD, IMUL, IMAX, IMIN)
+DEFINE_COMBINE(u32, uint32_t, uint32_t, IADD, IMUL, IMAX, IMIN)
+DEFINE_COMBINE(i64, int64_t, uint64_t, IADD, IMUL, IMAX, IMIN)
+DEFINE_COMBINE(u64, uint64_t, uint64_t, IADD, IMUL, IMAX, IMIN)
+DEFINE_COMBINE(f32, float, float, FADD, FMUL, FMAX, FMIN)
+DEFINE_COMBINE(f64, double, double, FADD, FMUL, FMAX, FMIN)
+
+/* --------------------------------------------- 16- and 8-bit floats -- */
+
+typedef float (*dec_fn)(const void *p, size_t i);
+typedef void (*enc_fn)(void *p, size_t i, float v);
+
+static float dec_f16(const void *p, size_t i)
+{
+    return n4p_half_to_float(((const uint16_t *)p)[i]);
+}
+static float dec_bf16(const void *p, size_t i)
+{
+    return n4p_bf16_to_float(((const uint16_t *)p)[i]);
+}
+static float dec_e4m3(const void *p, size_t i)
+{
+    return n4p_e4m3_to_float(((const uint8_t *)p)[i]);
+}
+static float dec_e5m2(const void *p, size_t i)
+{
+    return n4p_e5m2_to_float(((const uint8_t *)p)[i]);
+}
+static void enc_f16(void *p, size_t i, float v)
+{
+    ((uint16_t *)p)[i] = n4p_float_to_half(v);
+}
+static void enc_bf16(void *p, size_t i, float v)
+{
+    ((uint16_t *)p)[i] = n4p_float_to_bf16(v);
+}
+static void enc_e4m3(void *p, size_t i, float v)
+{
+    ((uint8_t *)p)[i] = n4p_float_to_e4m3(v);
+}
+static void enc_e5m2(void *p, size_t i, float v)
+{
+    ((uint8_t *)p)[i] = n4p_float_to_e5m2(v);
+}
+
+static void lowp_codec(int dtype, dec_fn *dec, enc_fn *enc)
+{
+    switch (dtype) {
+    case ncclFloat16:
+        *dec = dec_f16, *enc = enc_f16;
+        break;
+    case ncclBfloat16:
+        *dec = dec_bf16, *enc = enc_bf16;
+        break;
+    case ncclFloat8e4m3:
+        *dec = dec_e4m3, *enc = enc_e4m3;
+        break;
+    default:
+        *dec = dec_e5m2, *enc = enc_e5m2;
+        break;
+    }
+}
+
+static void decode_block(dec_fn dec, float *restrict out, const void *src,
+                         size_t base, size_t m)
+{
+    for (size_t i = 0; i < m; i++)
+        out[i] = dec(src, base + i);
+}
+
+static void lowp_reduce(const n4p_redspec *rs, void *dst,
+                        const void *const *srcs, int nsrc, size_t count)
+{
+    _Alignas(64) float acc[BLK];
+    _Alignas(64) float tmp[BLK];
+    _Alignas(64) unsigned char out[BLK * 2];
+    dec_fn dec;
+    enc_fn enc;
+    lowp_codec(rs->dtype, &dec, &enc);
+    const size_t esz = n4p_dtype_size(rs->dtype);
+    const float s = dec(rs->scalar, 0);
+    for (size_t base = 0; base < count; base += BLK) {
+        size_t m = count - base < BLK ? count - base : BLK;
+        decode_block(dec, tmp, srcs[0], base, m);
+        f32_first(acc, tmp, m, rs->op, s);
+        for (int k = 1; k < nsrc; k++) {
+            decode_block(dec, tmp, srcs[k], base, m);
+            f32_combine(acc, tmp, m, rs->op, s);
+        }
+        if (rs->op == ncclAvg)
+            f32_avg(acc, m, rs->nranks);
+        for (size_t i = 0; i < m; i++)
+            enc(out, i, acc[i]);
+        memcpy((char *)dst + base * esz, out, m * esz);
+    }
+}
+
+void n4p_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,
+                int nsrc, size_t count)
+{
+    if (count == 0 || nsrc <= 0)
+        return;
+    switch (rs->dtype) {
+    case ncclInt8:
+        i8_reduce(rs, dst, srcs, nsrc, count);
+        break;
+    case ncclUint8:
+        u8_reduce(rs, dst, srcs, nsrc, count);
+        break;
+    case ncclInt32:
+        i32_reduce(rs, dst, srcs, nsrc, count);
+        break;
+    case ncclUint32:
+        u32_reduce(rs, dst, srcs, nsrc, count);
+        break;
+    case ncclInt64:
+        i64_reduce(rs, dst, srcs, nsrc, count);
+        break;
+    case ncclUint64:
+        u64_reduce(rs, dst, srcs, nsrc, count);
+        break;
+    case ncclFloat32:
+        f32_reduce(rs, dst, srcs, nsrc, count);
+        break;
+    case ncclFloat64:
+        f64_reduce(rs, dst, srcs, nsrc, count);
+        break;
+    default:
+        lowp_reduce(rs, dst, srcs, nsrc, count);
+        break;
+    }
+}
+
+/* dst[i] += bias[i] (RCCL's ncclAllReduceWithBias); both may be unaligned. */
+void n4p_add_bias(int dtype, void *dst, const void *bias, size_t count)
+{
+    _Alignas(64) unsigned char a[BLK * 8];
+    _Alignas(64) unsigned char b[BLK * 8];
+    const size_t esz = n4p_dtype_size(dtype);
+    n4p_redspec rs = {.dtype = dtype, .op = ncclSum, .nranks = 1};
+    const void *srcs[2] = {a, b};
+    for (size_t base = 0; base < count; base += BLK) {
+        size_t m = count - base < BLK ? count - base : BLK;
+        memcpy(a, (const char *)dst + base * esz, m * esz);
+        memcpy(b, (const char *)bias + base * esz, m * esz);
+        n4p_reduce(&rs, (char *)dst + base * esz, srcs, 2, m);
+    }
+}

@@ -1,0 +1,319 @@
+/*
+ * sync.c - waiting, barriers and failure detection.
+ *
+ * Every wait in the backend goes through n4p_wait(): it spins briefly (with
+ * a CPU pause), then yields the CPU a few times, then sleeps on a futex word
+ * in the segment header (`wake`) with a short timeout.  Whoever changes
+ * state that others may wait for (a barrier arrival, a ring update, a rank
+ * leaving) calls n4p_notify(), which bumps the word and wakes sleepers only
+ * when some rank is registered as sleeping.  The sleeper registers before
+ * re-checking its condition, so a wake-up cannot be lost.  Thus 4 ranks on 2
+ * cores still make progress quickly, and idle ranks use no CPU.
+ *
+ * While sleeping, a waiter looks at its peers about every 100 ms: a peer
+ * whose process has disappeared (kill(pid, 0) fails, or /proc says it is a
+ * zombie or a different process now owns the pid) turns into ncclRemoteError,
+ * a peer that destroyed or aborted its communicator into ncclRemoteError,
+ * and a wait longer than NCCL4PY_HOST_TIMEOUT seconds into ncclTimeout.
+ * The first rank that fails "poisons" the segment with its code and message;
+ * every other rank's next wait then fails at once with the same code and a
+ * message naming the reporting rank.  So a dead or missing rank becomes an
+ * error everywhere instead of a hang.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
+#endif
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define SPIN_ITERS 64
+#define YIELD_ITERS 16
+#define CHECK_PERIOD 0.1 /* seconds between liveness checks */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+double n4p_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double n4p_env_timeout(void)
+{
+    const char *s = getenv("NCCL4PY_HOST_TIMEOUT");
+    if (s == NULL || *s == '\0')
+        return 300.0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || v != v)
+        return 300.0;
+    if (v <= 0 || v > 1e12)
+        return 0; /* wait forever (failure detection still works) */
+    return v;
+}
+
+void n4p_notify(ncclComm_t comm)
+{
+    n4p_seg_hdr *h = comm->seg.hdr;
+    /* Order the caller's (release) publication before reading `sleepers`;
+     * pairs with the sleeper's increment before its last re-check. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load(&h->sleepers) != 0) {
+        atomic_fetch_add(&h->wake, 1);
+        syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL,
+                NULL, 0);
+    }
+}
+
+static void futex_sleep(ncclComm_t comm, uint32_t seen, double seconds)
+{
+    if (seconds <= 0)
+        return;
+    struct timespec ts;
+    ts.tv_sec = (time_t)seconds;
+    ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
+    syscall(SYS_futex, (uint32_t *)&comm->seg.hdr->wake, FUTEX_WAIT, seen, &ts,
+            NULL, 0);
+}
+
+void n4p_poison(ncclComm_t comm, ncclResult_t rc)
+{
+    if (comm->seg.hdr == NULL || comm->nranks == 1)
+        return;
+    n4p_rank_ctl *me = &comm->seg.ranks[comm->rank];
+    me->errcode = (int32_t)rc;
+    snprintf(me->errmsg, sizeof me->errmsg, "%s", comm->errmsg);
+    int expected = 0;
+    atomic_compare_exchange_strong(&comm->seg.hdr->poison, &expected,
+                                   comm->rank + 1);
+    n4p_notify(comm);
+}
+
+ncclResult_t n4p_check_poison(ncclComm_t comm)
+{
+    int p = atomic_load_explicit(&comm->seg.hdr->poison, memory_order_acquire);
+    if (p == 0)
+        return ncclSuccess;
+    int who = p - 1;
+    if (who == comm->rank) {
+        int e = atomic_load(&comm->error);
+        return e != ncclSuccess ? (ncclResult_t)e : ncclRemoteError;
+    }
+    n4p_rank_ctl *r = &comm->seg.ranks[who];
+    ncclResult_t rc = (ncclResult_t)r->errcode;
+    if (rc == ncclSuccess)
+        rc = ncclRemoteError;
+    n4p_set_error(comm, "%s failed because rank %d reported an error: %.300s",
+                  comm->cur_op ? comm->cur_op : "operation", who, r->errmsg);
+    return n4p_comm_failed(comm, rc);
+}
+
+/* Is the process behind `r` gone? */
+static bool rank_dead(const n4p_rank_ctl *r)
+{
+    pid_t pid = (pid_t)r->pid;
+    if (pid <= 0 || pid == getpid())
+        return false;
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return true;
+    char state = '?';
+    uint64_t st = n4p_proc_starttime(pid, &state);
+    if (st == 0)
+        return n4p_proc_starttime(getpid(), NULL) != 0; /* no /proc: alive */
+    if (state == 'Z' || state == 'X')
+        return true;
+    return r->starttime > 1 && st > 1 && st != r->starttime;
+}
+
+static ncclResult_t check_one(ncclComm_t comm, int p, const char *what)
+{
+    n4p_rank_ctl *r = &comm->seg.ranks[p];
+    int state = atomic_load_explicit(&r->state, memory_order_acquire);
+    const char *op = comm->cur_op ? comm->cur_op : "operation";
+    if (state == N4P_RANK_LEFT && p != comm->rank)
+        return n4p_fail(comm, ncclRemoteError,
+                        "rank %d destroyed or aborted the communicator while "
+                        "this rank waited for it in %s (%s)",
+                        p, op, what);
+    if (state == N4P_RANK_JOINED && rank_dead(r))
+        return n4p_fail(comm, ncclRemoteError,
+                        "rank %d (pid %d) exited or was killed while this rank "
+                        "waited for it in %s (%s)",
+                        p, (int)r->pid, op, what);
+    return ncclSuccess;
+}
+
+ncclResult_t n4p_check_peer(ncclComm_t comm, int peer, const char *what)
+{
+    if (peer >= 0)
+        return check_one(comm, peer, what);
+    for (int p = 0; p < comm->nranks; p++) {
+        ncclResult_t rc = check_one(comm, p, what);
+        if (rc != ncclSuccess)
+            return rc;
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t wait_failed(ncclComm_t comm, ncclResult_t rc)
+{
+    n4p_comm_failed(comm, rc);
+    n4p_poison(comm, rc);
+    return rc;
+}
+
+ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
+                      const char *what)
+{
+    if (pred(ctx))
+        return ncclSuccess;
+    n4p_seg_hdr *h = comm->seg.hdr;
+    const double start = n4p_now();
+    const double deadline = comm->timeout > 0 ? start + comm->timeout : 0;
+    double last_check = start;
+    for (unsigned iter = 0;; iter++) {
+        if (pred(ctx))
+            return ncclSuccess;
+        if (atomic_load_explicit(&comm->aborted, memory_order_relaxed)) {
+            n4p_set_error(comm, "the communicator was aborted while %s waited",
+                          comm->cur_op ? comm->cur_op : "an operation");
+            return n4p_comm_failed(comm, ncclInvalidUsage);
+        }
+        if (atomic_load_explicit(&h->poison, memory_order_relaxed) != 0) {
+            if (pred(ctx))
+                return ncclSuccess;
+            return n4p_check_poison(comm);
+        }
+        if (iter < SPIN_ITERS) {
+            cpu_relax();
+            continue;
+        }
+        if (iter < SPIN_ITERS + YIELD_ITERS) {
+            sched_yield();
+            continue;
+        }
+        double now = n4p_now();
+        if (peer != N4P_NO_PEER_CHECK && now - last_check >= CHECK_PERIOD) {
+            last_check = now;
+            ncclResult_t rc = n4p_check_peer(comm, peer, what);
+            if (rc != ncclSuccess) {
+                if (pred(ctx))
+                    return ncclSuccess;
+                return wait_failed(comm, rc);
+            }
+        }
+        if (deadline > 0 && now > deadline) {
+            if (pred(ctx))
+                return ncclSuccess;
+            if (peer >= 0)
+                n4p_set_error(comm,
+                              "timed out after %.3g s in %s waiting for rank "
+                              "%d (%s); set NCCL4PY_HOST_TIMEOUT to change the "
+                              "limit",
+                              comm->timeout, comm->cur_op ? comm->cur_op : "operation",
+                              peer, what);
+            else
+                n4p_set_error(comm,
+                              "timed out after %.3g s in %s (%s); set "
+                              "NCCL4PY_HOST_TIMEOUT to change the limit",
+                              comm->timeout, comm->cur_op ? comm->cur_op : "operation",
+                              what);
+            return wait_failed(comm, ncclTimeout);
+        }
+        double nap = CHECK_PERIOD - (now - last_check);
+        if (deadline > 0 && deadline - now < nap)
+            nap = deadline - now;
+        if (nap < 1e-4)
+            nap = 1e-4;
+        uint32_t seen = atomic_load(&h->wake);
+        atomic_fetch_add(&h->sleepers, 1);
+        if (!pred(ctx) && atomic_load(&h->poison) == 0 &&
+            !atomic_load(&comm->aborted))
+            futex_sleep(comm, seen, nap);
+        atomic_fetch_sub(&h->sleepers, 1);
+    }
+}
+
+typedef struct {
+    ncclComm_t comm;
+    int peer;
+    uint64_t target;
+} seq_ctx;
+
+static bool seq_reached(void *p)
+{
+    seq_ctx *c = p;
+    return atomic_load_explicit(&c->comm->seg.ranks[c->peer].seq,
+                                memory_order_acquire) >= c->target;
+}
+
+/* Arrive at the next barrier and wait for every rank to arrive there. */
+ncclResult_t n4p_barrier(ncclComm_t comm)
+{
+    uint64_t e = ++comm->epoch;
+    atomic_store(&comm->seg.ranks[comm->rank].seq, e);
+    n4p_notify(comm);
+    seq_ctx c = {comm, 0, e};
+    for (int k = 0; k < comm->nranks; k++) {
+        if (k == comm->rank)
+            continue;
+        c.peer = k;
+        ncclResult_t rc = n4p_wait(comm, seq_reached, &c, k, "barrier");
+        if (rc != ncclSuccess)
+            return rc;
+    }
+    return ncclSuccess;
+}
+
+static bool all_joined(void *p)
+{
+    ncclComm_t comm = p;
+    return atomic_load_explicit(&comm->seg.hdr->joined, memory_order_acquire) >=
+           comm->nranks;
+}
+
+ncclResult_t n4p_wait_joined(ncclComm_t comm)
+{
+    ncclResult_t rc = ncclSuccess;
+    if (!all_joined(comm)) {
+        rc = n4p_wait(comm, all_joined, comm, -1, "waiting for all ranks to join");
+        if (rc == ncclTimeout) {
+            char missing[256] = "";
+            size_t len = 0;
+            for (int p = 0; p < comm->nranks && len < sizeof missing - 16; p++)
+                if (atomic_load(&comm->seg.ranks[p].state) == N4P_RANK_EMPTY)
+                    len += (size_t)snprintf(missing + len, sizeof missing - len,
+                                            "%s%d", len ? ", " : "", p);
+            n4p_set_error(comm,
+                          "timed out after %.3g s waiting for ranks to join the "
+                          "communicator (missing: %s); set NCCL4PY_HOST_TIMEOUT "
+                          "to change the limit",
+                          comm->timeout, missing);
+        }
+    }
+    if (rc != ncclSuccess) {
+        n4p_seg_unlink(comm);
+        return rc;
+    }
+    comm->joined_all = true;
+    comm->shm_name[0] = '\0'; /* unlinked by the last rank to attach */
+    return ncclSuccess;
+}
