@@ -43,6 +43,8 @@ class BuildExt(build_ext):
         os.makedirs(outdir, exist_ok=True)
         objects = self.compiler.compile(
             sources, output_dir=self.build_temp, include_dirs=["src"],
+            depends=glob(os.path.join("host", "*.h")) + glob(os.path.join("src", "*.h"))
+            + glob(os.path.join("src", "gen", "*.h")),
             extra_preargs=["-fPIC", "-pthread", "-D_GNU_SOURCE"],
             extra_postargs=CFLAGS + ["-Wshadow"])
         self.compiler.link_shared_object(
