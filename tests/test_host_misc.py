@@ -1,0 +1,152 @@
+"""Host backend: selection, several ranks in one process, bad arguments,
+and a rank that dies."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import clean_env, run_python
+from test_host_collectives import host_available
+
+pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
+
+
+def host_env(**kw):
+    return clean_env(NCCL4PY_BACKEND="host", **kw)
+
+
+def test_selected_by_env_and_reported():
+    p = subprocess.run([sys.executable, "-m", "nccl", "--json"], env=host_env(),
+                       capture_output=True, text=True, timeout=60)
+    j = json.loads(p.stdout)
+    assert j["library"]["family"].startswith("host backend")
+    assert j["library"]["path"].endswith("libnccl4py_host.so")
+    assert j["library"]["version_code"] >= 22800
+    # NCCL_LIBRARY pointing at the file works too
+    p2 = run_python("import nccl.bindings as b; print(b.get_library_path())",
+                    clean_env(NCCL_LIBRARY=j["library"]["path"]))
+    assert p2.stdout.strip() == j["library"]["path"]
+
+
+COMM_INIT_ALL = r"""
+import numpy as np, nccl.bindings as b
+comms = b.comm_init_all(3, [0, 1, 2])
+assert [b.comm_user_rank(c) for c in comms] == [0, 1, 2]
+assert all(b.comm_count(c) == 3 for c in comms)
+ins = [np.arange(10, dtype=np.float32) * (r + 1) for r in range(3)]
+outs = [np.zeros(10, np.float32) for _ in range(3)]
+b.group_start()
+for r, c in enumerate(comms):
+    b.all_reduce(ins[r].ctypes.data, outs[r].ctypes.data, 10, int(b.DataType.Float32),
+                 int(b.RedOp.Sum), c, 0)
+b.group_end()
+for o in outs:
+    assert (o == np.arange(10, dtype=np.float32) * 6).all(), o
+for c in comms:
+    b.comm_destroy(c)
+print("ok")
+"""
+
+
+def test_comm_init_all_three_ranks_in_one_process():
+    p = run_python(COMM_INIT_ALL, host_env(NCCL4PY_HOST_TIMEOUT="30"), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "ok"
+
+
+BAD_ARGS = r"""
+import numpy as np, nccl.bindings as b
+uid = b.get_unique_id()
+comm = b.comm_init_rank(1, uid, 0)
+a = np.zeros(4, np.float32)
+def status(fn):
+    try:
+        fn()
+    except b.NCCLError as e:
+        return [e.status, str(e)]
+    return None
+out = {
+  "null_comm": status(lambda: b.all_reduce(a.ctypes.data, a.ctypes.data, 4, 7, 0, 0, 0)),
+  "bad_dtype": status(lambda: b.all_reduce(a.ctypes.data, a.ctypes.data, 4, 99, 0, comm, 0)),
+  "bad_op": status(lambda: b.all_reduce(a.ctypes.data, a.ctypes.data, 4, 7, 77, comm, 0)),
+  "bad_root": status(lambda: b.broadcast(a.ctypes.data, a.ctypes.data, 4, 7, 5, comm, 0)),
+  "bad_peer": status(lambda: b.send(a.ctypes.data, 4, 7, 3, comm, 0)),
+  "null_buf": status(lambda: b.all_reduce(0, a.ctypes.data, 4, 7, 0, comm, 0)),
+  "bad_rank": status(lambda: b.comm_init_rank(2, b.get_unique_id(), 2)),
+  "bad_nranks": status(lambda: b.comm_init_rank(0, b.get_unique_id(), 0)),
+}
+b.comm_destroy(comm)
+import json; print(json.dumps(out))
+"""
+
+
+def test_bad_arguments_give_invalid_argument_with_a_message():
+    p = run_python(BAD_ARGS, host_env(NCCL4PY_HOST_TIMEOUT="10"), timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    for case, res in out.items():
+        assert res is not None, case
+        status, msg = res
+        assert status in (4, 5), (case, res)
+        assert "[last error: " in msg, (case, msg)
+
+
+def _shm_names():
+    try:
+        return {n for n in os.listdir("/dev/shm") if "nccl4py" in n}
+    except FileNotFoundError:
+        return set()
+
+
+DYING = r"""
+import os, signal, sys, time, json
+import numpy as np, nccl.bindings as b
+rank, uid = int(sys.argv[1]), bytes.fromhex(sys.argv[2])
+comm = b.comm_init_rank(3, uid, rank)
+a = np.ones(1 << 18, np.float32)
+for i in range(1000):
+    if rank == 2 and i == 5:
+        os.kill(os.getpid(), signal.SIGKILL)
+    t0 = time.monotonic()
+    try:
+        b.all_reduce(a.ctypes.data, a.ctypes.data, a.size, 7, 0, comm, 0)
+    except b.NCCLError as e:
+        waited = time.monotonic() - t0
+        t1 = time.monotonic()
+        b.comm_abort(comm)
+        print(json.dumps({"status": e.status, "msg": str(e), "waited": waited,
+                          "abort": time.monotonic() - t1, "iteration": i}), flush=True)
+        sys.exit(0)
+print(json.dumps({"status": 0}))
+"""
+
+
+def test_a_killed_rank_becomes_an_error_on_the_survivors():
+    before = _shm_names()
+    env = host_env(NCCL4PY_HOST_TIMEOUT="5")
+    uid = run_python("import nccl.bindings as b; print(bytes(b.get_unique_id()).hex())", env)
+    assert uid.returncode == 0, uid.stderr
+    hexid = uid.stdout.strip()
+    procs = [subprocess.Popen([sys.executable, "-c", DYING, str(r), hexid], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(3)]
+    t0 = time.monotonic()
+    outs = [p.communicate(timeout=60) for p in procs]
+    elapsed = time.monotonic() - t0
+    assert procs[2].returncode == -signal.SIGKILL
+    for r in (0, 1):
+        assert procs[r].returncode == 0, outs[r][1]
+        res = json.loads(outs[r][0].strip().splitlines()[-1])
+        assert res["status"] in (6, 8), res  # RemoteError or Timeout
+        assert res["waited"] < 5 + 3, res
+        assert res["abort"] < 2, res
+        assert "[last error: " in res["msg"]
+    assert elapsed < 30
+    time.sleep(0.2)
+    assert _shm_names() - before == set()
