@@ -232,10 +232,17 @@ sys.stdout.write(f"tail{RANK}")  # no newline at the end
     assert len(err) == 600
 
 
-def test_untagged_output_is_passed_through(tmp_path, run_env):
-    prog = script(tmp_path, "os.write(1, f'plain {RANK}\\n'.encode())\n")
-    res = run_launcher(run_env, "-n", 2, "--backend", "host", prog)
-    assert sorted(res.stdout.splitlines()) == ["plain 0", "plain 1"]
+def test_untagged_output_is_passed_through_whole_lines(tmp_path, run_env):
+    prog = script(tmp_path, """
+for i in range(200):
+    print(f"{RANK}" + "x" * 3000)  # unbuffered print: text and newline are two writes
+""")
+    env = dict(run_env, PYTHONUNBUFFERED="1")
+    res = run_launcher(env, "-n", 3, "--backend", "host", prog)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert len(lines) == 600
+    assert all(re.fullmatch(r"\dx{3000}", line) for line in lines)
 
 
 # ------------------------------------------------------------ environment

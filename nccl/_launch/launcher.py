@@ -318,7 +318,9 @@ class Launcher:
 
     # -- running
     def _spawn(self, rank: int) -> subprocess.Popen:
-        piped = subprocess.PIPE if self.tag_output else None
+        # Output always goes through the launcher, a whole line at a time, so
+        # ranks never mix their text within a line (even when unbuffered).
+        piped = subprocess.PIPE
         return subprocess.Popen(
             self.command,
             env=rank_environment(self.base_env, rank, self.nranks, self.uid_hex),
@@ -334,11 +336,10 @@ class Launcher:
             self.events.put(("exit", rank, proc.wait()))
 
         for rank, proc in enumerate(self.procs):
-            if self.tag_output:
-                prefix = f"[{rank}]: ".encode()
-                for pipe, writer in ((proc.stdout, self.out), (proc.stderr, self.err)):
-                    self.threads.append(threading.Thread(
-                        target=_pump, args=(pipe, writer, prefix), daemon=True))
+            prefix = f"[{rank}]: ".encode() if self.tag_output else b""
+            for pipe, writer in ((proc.stdout, self.out), (proc.stderr, self.err)):
+                self.threads.append(threading.Thread(
+                    target=_pump, args=(pipe, writer, prefix), daemon=True))
             threading.Thread(target=waiter, args=(rank, proc), daemon=True).start()
         for thread in self.threads:
             thread.start()
