@@ -37,8 +37,21 @@
 #include "internal.h"
 
 #define SPIN_ITERS 64
-#define YIELD_ITERS 16
-#define CHECK_PERIOD 0.1 /* seconds between liveness checks */
+#define SPIN_SECONDS 20e-6   /* keep spinning (pause) this long: the peer is usually close */
+#define YIELD_SECONDS 500e-6 /* then yield: lets an oversubscribed peer run */
+#define CHECK_PERIOD 0.1     /* seconds between liveness checks */
+
+static int online_cpus(void)
+{
+    static atomic_int cached;
+    int n = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (n == 0) {
+        long v = sysconf(_SC_NPROCESSORS_ONLN);
+        n = v > 0 ? (int)v : 1;
+        atomic_store_explicit(&cached, n, memory_order_relaxed);
+    }
+    return n;
+}
 
 static inline void cpu_relax(void)
 {
@@ -187,6 +200,8 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
         return ncclSuccess;
     n4p_seg_hdr *h = comm->seg.hdr;
     const double start = n4p_now();
+    /* spinning only pays when every rank has a CPU of its own */
+    const double spin_seconds = comm->nranks <= online_cpus() ? SPIN_SECONDS : 0;
     const double deadline = comm->timeout > 0 ? start + comm->timeout : 0;
     double last_check = start;
     for (unsigned iter = 0;; iter++) {
@@ -202,15 +217,20 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
                 return ncclSuccess;
             return n4p_check_poison(comm);
         }
-        if (iter < SPIN_ITERS) {
+        if (iter % SPIN_ITERS != 0) {
             cpu_relax();
             continue;
         }
-        if (iter < SPIN_ITERS + YIELD_ITERS) {
-            sched_yield();
+        double now = n4p_now();
+        if (now - start < spin_seconds) {
+            cpu_relax();
             continue;
         }
-        double now = n4p_now();
+        if (now - start < YIELD_SECONDS) {
+            sched_yield();
+            iter += SPIN_ITERS - 1; /* one clock read per yield */
+            continue;
+        }
         if (peer != N4P_NO_PEER_CHECK && now - last_check >= CHECK_PERIOD) {
             last_check = now;
             ncclResult_t rc = n4p_check_peer(comm, peer, what);
