@@ -1,0 +1,39 @@
+"""The same rank programs under mpiexec: nccl.run.environment() reads MPI's
+rank variables and broadcasts the unique id with mpi4py."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env
+from test_host_collectives import WORKER, host_available
+
+
+def _mpiexec():
+    found = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
+    return found if os.path.exists(found) else None
+
+
+pytestmark = [
+    pytest.mark.skipif(not host_available(), reason="host backend not built"),
+    pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install mpich mpi4py)"),
+]
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_worker_under_mpiexec(nranks):
+    pytest.importorskip("mpi4py")
+    env = clean_env(NCCL4PY_BACKEND="host", NCCL4PY_HOST_TIMEOUT="60",
+                    OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    p = subprocess.run([_mpiexec(), "-n", str(nranks), sys.executable, str(WORKER), "p2p",
+                        "comms", "rccl"], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    reports = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+    assert sorted(r["rank"] for r in reports) == list(range(nranks))
+    assert [f for r in reports for f in r["failures"]] == []
