@@ -111,8 +111,9 @@ n4p_arg_size(PyObject *o, const char *name, size_t *out)
     return 0;
 }
 
-int
-n4p_arg_int(PyObject *o, const char *name, int *out)
+/* An int in [lo, hi]; `ctype` names the C type in the error message. */
+static int
+arg_long_range(PyObject *o, const char *name, long lo, long hi, const char *ctype, long *out)
 {
     PyObject *i = as_index(o, name, "an int");
     if (i == NULL)
@@ -120,11 +121,21 @@ n4p_arg_int(PyObject *o, const char *name, int *out)
     int overflow = 0;
     long v = PyLong_AsLongAndOverflow(i, &overflow);
     Py_DECREF(i);
-    if (overflow || v < INT_MIN || v > INT_MAX) {
-        PyErr_Format(PyExc_OverflowError, "%s does not fit in a C int", name);
+    if (overflow || v < lo || v > hi) {
+        PyErr_Format(PyExc_OverflowError, "%s does not fit in a C %s", name, ctype);
         return -1;
     }
     if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int
+n4p_arg_int(PyObject *o, const char *name, int *out)
+{
+    long v;
+    if (arg_long_range(o, name, INT_MIN, INT_MAX, "int", &v) < 0)
         return -1;
     *out = (int)v;
     return 0;
@@ -133,17 +144,8 @@ n4p_arg_int(PyObject *o, const char *name, int *out)
 int
 n4p_arg_uint(PyObject *o, const char *name, unsigned int *out)
 {
-    PyObject *i = as_index(o, name, "an int");
-    if (i == NULL)
-        return -1;
-    int overflow = 0;
-    long v = PyLong_AsLongAndOverflow(i, &overflow);
-    Py_DECREF(i);
-    if (overflow || v < 0 || v > (long)UINT_MAX) {
-        PyErr_Format(PyExc_OverflowError, "%s does not fit in a C unsigned int", name);
-        return -1;
-    }
-    if (v == -1 && PyErr_Occurred())
+    long v;
+    if (arg_long_range(o, name, 0, (long)UINT_MAX, "unsigned int", &v) < 0)
         return -1;
     *out = (unsigned int)v;
     return 0;
