@@ -63,6 +63,18 @@ else:
         os.environ["NCCL_LIBRARY"] = lib
 
 
+def nccl_include_dir() -> Path | None:
+    """The include/ folder of an installed nvidia-nccl wheel (nccl.h), if any."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    for base in list(spec.submodule_search_locations) if spec else []:
+        inc = Path(base) / "nccl" / "include"
+        if (inc / "nccl.h").exists():
+            return inc
+    return None
+
+
 def clean_env(**overrides: str | None) -> dict[str, str]:
     """The environment for a subprocess, without the test process's library choice."""
     env = dict(os.environ)

@@ -10,7 +10,7 @@ from pathlib import Path
 import gen_api
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, nccl_include_dir
 
 
 def test_generated_files_are_current():
@@ -54,19 +54,8 @@ def _header_prototypes(incdir: Path) -> dict[str, list[str]]:
     return protos
 
 
-def _nccl_include():
-    import importlib.util
-
-    spec = importlib.util.find_spec("nvidia")
-    for base in list(spec.submodule_search_locations) if spec else []:
-        inc = Path(base) / "nccl" / "include"
-        if (inc / "nccl.h").exists():
-            return inc
-    return None
-
-
 def test_signatures_match_the_real_header():
-    inc = _nccl_include()
+    inc = nccl_include_dir()
     if inc is None:
         pytest.skip("no nccl.h installed (nvidia-nccl wheel)")
     protos = _header_prototypes(inc)

@@ -11,7 +11,7 @@ import pytest
 
 import nccl.bindings as b
 from nccl._nccl import _struct_layouts
-from conftest import ROOT, cc
+from conftest import ROOT, cc, nccl_include_dir
 
 # (sizeof, {field: offset}) on x86_64, from the NCCL 2.30 / RCCL 2.30.4 headers
 EXPECTED = {
@@ -154,21 +154,10 @@ int main(void) {
 """
 
 
-def _nccl_header_dir():
-    import importlib.util
-
-    spec = importlib.util.find_spec("nvidia")
-    for base in list(spec.submodule_search_locations) if spec else []:
-        inc = Path(base) / "nccl" / "include"
-        if (inc / "nccl.h").exists():
-            return inc
-    return None
-
-
 def test_layout_against_real_header(tmp_path):
     """When a real nccl.h (and CUDA runtime headers) are present, a C probe
     compiled against it agrees with our layout for the fields both share."""
-    inc = _nccl_header_dir()
+    inc = nccl_include_dir()
     cuda_inc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
     if inc is None or not (cuda_inc / "cuda_runtime.h").exists():
         pytest.skip("no nccl.h with CUDA runtime headers on this machine")
