@@ -5,7 +5,7 @@ in a process that has no library loaded.
 """
 from __future__ import annotations
 
-__all__ = ["NCCLError", "NotSupportedError", "FunctionNotFoundError"]
+__all__ = ["NCCLError", "NotSupportedError", "FunctionNotFoundError", "NcclInvalid"]
 
 # Used only when the library itself cannot be asked (e.g. after unpickling in
 # a process without it).
@@ -76,3 +76,18 @@ class NotSupportedError(RuntimeError):
 
 class FunctionNotFoundError(NotImplementedError):
     """The loaded library does not export the C function a wrapper needs."""
+
+
+class NcclInvalid(Exception):
+    """Invalid use of the high-level API (``nccl.core``), found before any
+    library call: a bad buffer, dtype, count, device or state."""
+
+    def __init__(self, msg: str):
+        self.msg = msg
+        super().__init__(msg)
+
+    def __reduce__(self):
+        return (type(self), (self.msg,))
+
+    def __repr__(self):
+        return f"<NcclInvalid: {self.msg}>"

@@ -38,8 +38,20 @@ typedef struct {
     PyObject *nccl_error;          /* nccl._errors.NCCLError */
     PyObject *function_not_found;  /* nccl._errors.FunctionNotFoundError */
     PyObject *not_supported;       /* nccl._errors.NotSupportedError */
+    PyObject *nccl_invalid;        /* nccl._errors.NcclInvalid */
     PyTypeObject *struct_types[N4P_S_COUNT];
     PyTypeObject *pointer_box_type;
+    PyTypeObject *comm_base_type;  /* communicator.c */
+    /* buffer.c / stream.c: per-type caches and interned names */
+    PyObject *buffer_kinds;        /* dict: type -> int kind */
+    PyObject *stream_kinds;        /* dict: type -> int kind */
+    PyObject *str_dlpack;          /* "__dlpack__" */
+    PyObject *str_dlpack_device;   /* "__dlpack_device__" */
+    PyObject *str_cai;             /* "__cuda_array_interface__" */
+    PyObject *str_array_interface; /* "__array_interface__" */
+    PyObject *str_cuda_stream;     /* "__cuda_stream__" */
+    PyObject *dlpack_kwnames;      /* ("stream", "max_version") */
+    PyObject *dlpack_max_version;  /* (1, 1) */
 } n4p_state;
 
 static inline n4p_state *
@@ -131,6 +143,59 @@ n4p_status_failed(ncclResult_t r)
     return r != ncclSuccess && r != ncclInProgress;
 }
 PyObject *n4p_check_status(PyObject *mod, PyObject *arg);
+
+/* ------------------------------------------------------- buffers, streams */
+
+/* DLPack device types (dlpack.h DLDeviceType) */
+enum {
+    N4P_DEV_CPU = 1,
+    N4P_DEV_CUDA = 2,
+    N4P_DEV_CUDA_HOST = 3,
+    N4P_DEV_ROCM = 10,
+    N4P_DEV_ROCM_HOST = 11,
+    N4P_DEV_CUDA_MANAGED = 13,
+};
+
+/* A resolved buffer argument.  The public fields are filled by
+ * n4p_buffer_resolve; the rest is private to buffer.c and released by
+ * n4p_buffer_release (always call it after a successful resolve, once the
+ * library call has been made). */
+typedef struct {
+    void *ptr;        /* address of the first element (data + byte_offset) */
+    size_t count;     /* number of elements */
+    int dtype;        /* ncclDataType_t */
+    int device_type;  /* DLPack device type, N4P_DEV_* */
+    int device_id;    /* 0 for host memory */
+    int readonly;
+    /* private */
+    int how;          /* which path filled it */
+    int have_view;
+    Py_buffer view;
+    void *managed;    /* DLManagedTensor[Versioned] whose deleter runs at release */
+    int versioned;
+    PyObject *ref;    /* strong reference held until release */
+} n4p_buffer;
+
+/* Resolve `obj` given for argument `name` (used in error messages).  With
+ * `writable`, the library writes into it: read-only memory is refused.
+ * Accepts DLPack producers (C exchange API, __dlpack__ versioned/legacy),
+ * the buffer protocol, __array_interface__ (ml_dtypes arrays),
+ * __cuda_array_interface__ v3, and explicit specs (buf, count),
+ * (buf, dtype), (buf, count, dtype).  Non-contiguous memory, unsupported
+ * dtypes, read-only receive buffers -> NcclInvalid; an object with no
+ * protocol -> TypeError.  Returns 0, or -1 with an exception set and nothing
+ * to release. */
+int n4p_buffer_resolve(PyObject *mod, PyObject *obj, const char *name, int writable,
+                       n4p_buffer *out);
+void n4p_buffer_release(n4p_buffer *b);
+
+/* None -> 0, int, __cuda_stream__() (version 0), .handle, .cuda_stream,
+ * .ptr; anything else -> TypeError naming the accepted kinds. */
+int n4p_stream_resolve(PyObject *mod, PyObject *obj, void **out);
+int n4p_init_buffers(PyObject *mod, n4p_state *st);
+PyObject *n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames);
+PyObject *n4p_py_resolve_stream(PyObject *mod, PyObject *arg);
 
 /* ----------------------------------------------------------------- structs */
 

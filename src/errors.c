@@ -16,8 +16,10 @@ n4p_init_errors(PyObject *Py_UNUSED(mod), n4p_state *st)
     st->nccl_error = PyObject_GetAttrString(m, "NCCLError");
     st->function_not_found = PyObject_GetAttrString(m, "FunctionNotFoundError");
     st->not_supported = PyObject_GetAttrString(m, "NotSupportedError");
+    st->nccl_invalid = PyObject_GetAttrString(m, "NcclInvalid");
     Py_DECREF(m);
-    if (st->nccl_error == NULL || st->function_not_found == NULL || st->not_supported == NULL)
+    if (st->nccl_error == NULL || st->function_not_found == NULL || st->not_supported == NULL ||
+        st->nccl_invalid == NULL)
         return -1;
     return 0;
 }

@@ -44,6 +44,10 @@ module_traverse(PyObject *mod, visitproc visit, void *arg)
     Py_VISIT(st->nccl_error);
     Py_VISIT(st->function_not_found);
     Py_VISIT(st->not_supported);
+    Py_VISIT(st->nccl_invalid);
+    Py_VISIT(st->comm_base_type);
+    Py_VISIT(st->buffer_kinds);
+    Py_VISIT(st->stream_kinds);
     for (int k = 0; k < N4P_S_COUNT; k++)
         Py_VISIT(st->struct_types[k]);
     Py_VISIT(st->pointer_box_type);
@@ -57,6 +61,17 @@ module_clear(PyObject *mod)
     Py_CLEAR(st->nccl_error);
     Py_CLEAR(st->function_not_found);
     Py_CLEAR(st->not_supported);
+    Py_CLEAR(st->nccl_invalid);
+    Py_CLEAR(st->comm_base_type);
+    Py_CLEAR(st->buffer_kinds);
+    Py_CLEAR(st->stream_kinds);
+    Py_CLEAR(st->str_dlpack);
+    Py_CLEAR(st->str_dlpack_device);
+    Py_CLEAR(st->str_cai);
+    Py_CLEAR(st->str_array_interface);
+    Py_CLEAR(st->str_cuda_stream);
+    Py_CLEAR(st->dlpack_kwnames);
+    Py_CLEAR(st->dlpack_max_version);
     for (int k = 0; k < N4P_S_COUNT; k++)
         Py_CLEAR(st->struct_types[k]);
     Py_CLEAR(st->pointer_box_type);
