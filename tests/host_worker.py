@@ -13,95 +13,22 @@ import json
 import os
 import sys
 
-import ml_dtypes
 import numpy as np
 
 import nccl.bindings as b
 import nccl.run
-
-D = b.DataType
-NP = {
-    D.Int8: np.int8, D.Uint8: np.uint8, D.Int32: np.int32, D.Uint32: np.uint32,
-    D.Int64: np.int64, D.Uint64: np.uint64, D.Float16: np.float16, D.Float32: np.float32,
-    D.Float64: np.float64, D.Bfloat16: ml_dtypes.bfloat16, D.Float8e4m3: ml_dtypes.float8_e4m3fn,
-    D.Float8e5m2: ml_dtypes.float8_e5m2,
-}
-FLOATS = {D.Float16, D.Float32, D.Float64, D.Bfloat16, D.Float8e4m3, D.Float8e5m2}
-SMALL_FLOATS = {D.Float16, D.Bfloat16, D.Float8e4m3, D.Float8e5m2}
-OPS = ["sum", "prod", "max", "min", "avg", "premulsum"]
-COUNTS = [1, 7, 1023]
-BIG = 2**20 + 3
+from refdata import BIG, COUNTS, NP, OPS, Checker, D, inputs, reduce_ref
 
 env = nccl.run.environment()
 RANK, N = env.rank, env.nranks
 COMM = b.comm_init_rank(N, env.unique_id, RANK)
-failures: list[str] = []
-cases = 0
-
-
-def inputs(r: int, dt, count: int, salt: int = 0) -> np.ndarray:
-    """Rank r's input: small values, exact in every type, products stay in range."""
-    rng = np.random.default_rng(1000 * r + 7 * int(dt) + count + salt)
-    if dt in (D.Uint8, D.Uint32, D.Uint64):
-        v = rng.integers(0, 4, count)
-    elif dt in FLOATS:
-        v = rng.integers(-6, 7, count) / 2.0  # halves: exact down to fp8
-    else:
-        v = rng.integers(-3, 4, count)
-    return v.astype(NP[dt])
+CHECK = Checker()
+failures = CHECK.failures
+check = CHECK.check
 
 
 def ptr(a: np.ndarray) -> int:
     return a.ctypes.data
-
-
-def reduce_ref(arrs: list[np.ndarray], dt, op: str, scalar: float = 2.0) -> np.ndarray:
-    """Rank-order reduction; floats in float (float64 for fp64) rounded once."""
-    if dt in FLOATS:
-        work = np.float64 if dt == D.Float64 else np.float32
-        xs = [a.astype(work) for a in arrs]
-    else:
-        work = np.int64 if dt != D.Uint64 else np.uint64
-        xs = [a.astype(work) for a in arrs]
-    if op == "premulsum":
-        xs = [x * work(scalar) for x in xs]
-    acc = xs[0].copy()
-    for x in xs[1:]:
-        if op in ("sum", "avg", "premulsum"):
-            acc = acc + x
-        elif op == "prod":
-            acc = acc * x
-        elif op == "max":
-            acc = np.maximum(acc, x)
-        elif op == "min":
-            acc = np.minimum(acc, x)
-    if op == "avg":
-        if dt in FLOATS:
-            acc = acc / work(len(arrs))
-        else:  # C integer division truncates toward zero
-            s = acc.astype(np.int64)
-            acc = np.sign(s) * (np.abs(s) // len(arrs))
-    return acc.astype(NP[dt])
-
-
-def check(name: str, got: np.ndarray, exp: np.ndarray, dt) -> None:
-    global cases
-    cases += 1
-    if got.shape != exp.shape:
-        failures.append(f"{name}: shape {got.shape} != {exp.shape}")
-        return
-    if dt in FLOATS:
-        g, e = got.astype(np.float64), exp.astype(np.float64)
-        # one ulp of the type at the value's magnitude (rank-order accumulation
-        # in float may round differently from a pairwise order only there)
-        eps = float(ml_dtypes.finfo(NP[dt]).eps) if dt in SMALL_FLOATS else float(np.finfo(NP[dt]).eps)
-        ok = np.isclose(g, e, rtol=2 * eps, atol=0) | (g == e)
-    else:
-        ok = got == exp
-    if not np.all(ok):
-        i = int(np.argmin(ok))
-        failures.append(f"{name}: first mismatch at {i}: got {got[i]!r}, expected {exp[i]!r} "
-                        f"({int((~ok).sum())} of {ok.size} differ)")
 
 
 def make_op(op: str, dt, residence: int = 1):
@@ -114,10 +41,6 @@ def make_op(op: str, dt, residence: int = 1):
     handle = b.red_op_create_pre_mul_sum(ptr(scalar), int(dt), residence, COMM)
     keep = [scalar]  # a "device" scalar is read at each use: keep it alive
     return handle, lambda: (b.red_op_destroy(handle, COMM), keep.clear())
-
-
-def ops_for(dt):
-    return OPS
 
 
 # ------------------------------------------------------------ reductions
@@ -257,8 +180,7 @@ def suite_rounding():
         mine = np.array(a if RANK == 0 else bb, NP[dt])
         recv = np.zeros(2, NP[dt])
         b.all_reduce(ptr(mine), ptr(recv), 2, int(dt), int(b.RedOp.Sum), COMM, 0)
-        global cases
-        cases += 1
+        CHECK.cases += 1
         if recv.astype(np.float64).tolist() != exp:
             failures.append(f"rounding {dt.name}: got {recv.astype(np.float64).tolist()}, "
                             f"expected {exp}")
@@ -325,8 +247,7 @@ def suite_p2p():
 
 def suite_comms():
     """split (even/odd, NOCOLOR), shrink, queries, async error."""
-    global cases
-    cases += 1
+    CHECK.cases += 1
     if b.comm_count(COMM) != N or b.comm_user_rank(COMM) != RANK:
         failures.append("comm_count / comm_user_rank")
     if b.comm_get_async_error(COMM) != 0:
@@ -344,7 +265,7 @@ def suite_comms():
     b.comm_destroy(sub)
     # NOCOLOR: rank 0 opts out and gets a null communicator
     sub = b.comm_split(COMM, -1 if RANK == 0 else 1, 0, None)
-    cases += 1
+    CHECK.cases += 1
     if RANK == 0 and sub != 0:
         failures.append("NOCOLOR did not give a null communicator")
     if RANK != 0:
@@ -355,7 +276,7 @@ def suite_comms():
     if N > 1:
         if RANK != N - 1:
             sh = b.comm_shrink(COMM, [N - 1], 1, None, 0)
-            cases += 1
+            CHECK.cases += 1
             if b.comm_count(sh) != N - 1 or b.comm_user_rank(sh) != RANK:
                 failures.append("shrink size/rank")
             y = np.zeros(1, np.int64)
@@ -409,5 +330,5 @@ for name in sys.argv[1:]:
         failures.append(f"{name}: {type(e).__name__}: {e}")
 b.comm_destroy(COMM)
 # one write per line: ranks share the output pipe
-os.write(1, (json.dumps({"rank": RANK, "cases": cases, "failures": failures[:20],
+os.write(1, (json.dumps({"rank": RANK, "cases": CHECK.cases, "failures": failures[:20],
                          "nfailures": len(failures)}) + "\n").encode())
