@@ -170,6 +170,14 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks,
 
 /* -------------------------------------------------------- public: init -- */
 
+/* Marker that lets nccl4py tell this backend from NCCL and RCCL (its
+ * buffers live in host memory).  Returns the ABI version it follows. */
+N4P_EXPORT int nccl4pyHostBackend(void);
+N4P_EXPORT int nccl4pyHostBackend(void)
+{
+    return NCCL4PY_ABI_VERSION_CODE;
+}
+
 N4P_EXPORT ncclResult_t ncclGetVersion(int *version)
 {
     if (version == NULL)

@@ -24,17 +24,7 @@ def format_version(code: int | None) -> str | None:
     return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
 
 
-def library_family(path: str | None) -> str | None:
-    if not path:
-        return None
-    name = os.path.basename(path)
-    if "nccl4py_host" in name:
-        return "host backend (nccl4py, host memory)"
-    if "rccl" in name:
-        return "RCCL"
-    if "nccl" in name:
-        return "NCCL"
-    return "unknown (NCCL ABI)"
+FAMILY_NAMES = {"host": "host backend (nccl4py, host memory)", "rccl": "RCCL", "nccl": "NCCL"}
 
 
 def collect() -> dict:
@@ -58,7 +48,7 @@ def collect() -> dict:
         "candidates": [{"label": a[0], "path": a[1], "error": a[2]} for a in rep["attempts"] or []],
         "library": {
             "path": rep["path"],
-            "family": library_family(rep["path"]),
+            "family": FAMILY_NAMES.get(rep["family"], rep["family"]),
             "version_code": version,
             "version": format_version(version),
         } if rep["path"] else None,

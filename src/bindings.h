@@ -64,11 +64,15 @@ n4p_get_state(PyObject *mod)
 
 extern void *n4p_fns[N4P_API_COUNT];
 extern atomic_int n4p_loaded;
+/* Family of the loaded library (valid once n4p_loaded is set). */
+enum { N4P_LIB_NCCL = 0, N4P_LIB_RCCL = 1, N4P_LIB_HOST = 2 };
+extern int n4p_library_kind;
 
 int n4p_load(PyObject *mod);                 /* 0 or -1 with exception */
 void n4p_raise_missing(PyObject *mod, int idx);
 PyObject *n4p_loader_report(PyObject *mod, PyObject *unused);
 PyObject *n4p_get_library_path(PyObject *mod, PyObject *unused);
+PyObject *n4p_library_family(PyObject *mod, PyObject *unused);
 PyObject *n4p_api_table_list(PyObject *mod, PyObject *unused);
 
 /* The function pointer for table entry idx, loading the library on first
@@ -211,6 +215,7 @@ int n4p_arg_struct(n4p_state *st, int kind, PyObject *o, const char *name, int a
 PyObject *n4p_struct_layouts(PyObject *mod, PyObject *unused);
 
 int n4p_init_pointer_box(PyObject *mod, n4p_state *st);
+int n4p_init_communicator(PyObject *mod, n4p_state *st);
 
 /* ---------------------------------------------------------------- wrappers */
 

@@ -24,6 +24,7 @@
 
 void *n4p_fns[N4P_API_COUNT];
 atomic_int n4p_loaded;
+int n4p_library_kind;
 
 /* Process-wide loader state: a process has one set of loaded libraries, so
  * this is deliberately not per-module.  Only touched under g_lock. */
@@ -72,6 +73,26 @@ bind_symbols(void *handle)
         }
         n4p_fns[i] = p;
     }
+}
+
+/* Which family the library belongs to: the host backend exports a marker;
+ * otherwise the file name decides (librccl* / libnccl*), and for other names
+ * RCCL's own symbol does. */
+static int
+library_kind(void *handle, PyObject *path)
+{
+    if (dlsym(handle, "nccl4pyHostBackend") != NULL)
+        return N4P_LIB_HOST;
+    const char *p = path ? PyUnicode_AsUTF8(path) : NULL;
+    if (p == NULL)
+        PyErr_Clear();
+    const char *base = p ? strrchr(p, '/') : NULL;
+    base = base ? base + 1 : (p ? p : "");
+    if (strstr(base, "rccl") != NULL)
+        return N4P_LIB_RCCL;
+    if (strstr(base, "nccl") != NULL)
+        return N4P_LIB_NCCL;
+    return dlsym(handle, "ncclAllReduceWithBias") != NULL ? N4P_LIB_RCCL : N4P_LIB_NCCL;
 }
 
 static int
@@ -169,6 +190,7 @@ load_locked(PyObject *mod)
     bind_symbols(handle);
     Py_END_ALLOW_THREADS
     g_handle = handle;
+    n4p_library_kind = library_kind(handle, g_path);
     atomic_store_explicit(&n4p_loaded, 1, memory_order_release);
     return 0;
 fail:
@@ -252,9 +274,13 @@ n4p_loader_report(PyObject *mod, PyObject *Py_UNUSED(unused))
             Py_DECREF(s);
         }
     }
-    PyObject *r = Py_BuildValue("{s:O,s:O,s:O,s:O,s:O}", "decision", g_decision ? g_decision : Py_None,
-                                "attempts", g_attempts ? g_attempts : Py_None, "path",
-                                g_path ? g_path : Py_None, "error", error, "missing", missing);
+    static const char *const kinds[] = {"nccl", "rccl", "host"};
+    int loaded = atomic_load_explicit(&n4p_loaded, memory_order_acquire);
+    PyObject *r = Py_BuildValue("{s:O,s:O,s:O,s:O,s:O,s:s}", "decision",
+                                g_decision ? g_decision : Py_None, "attempts",
+                                g_attempts ? g_attempts : Py_None, "path",
+                                g_path ? g_path : Py_None, "error", error, "missing", missing,
+                                "family", loaded ? kinds[n4p_library_kind] : NULL);
     Py_DECREF(error);
     Py_DECREF(missing);
     return r;
@@ -297,4 +323,14 @@ n4p_api_table_list(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(unused))
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+/* "nccl", "rccl" or "host": the family of the loaded library (loads it). */
+PyObject *
+n4p_library_family(PyObject *mod, PyObject *Py_UNUSED(unused))
+{
+    static const char *const kinds[] = {"nccl", "rccl", "host"};
+    if (!atomic_load_explicit(&n4p_loaded, memory_order_acquire) && n4p_load(mod) < 0)
+        return NULL;
+    return PyUnicode_FromString(kinds[n4p_library_kind]);
 }

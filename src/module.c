@@ -11,6 +11,8 @@ static PyMethodDef module_methods[] = {
      "check_status(status)\n--\n\nRaise NCCLError unless status is Success or InProgress."},
     {"get_library_path", (PyCFunction)n4p_get_library_path, METH_NOARGS,
      "get_library_path()\n--\n\nPath of the loaded NCCL/RCCL library (loads it if needed)."},
+    {"library_family", (PyCFunction)n4p_library_family, METH_NOARGS,
+     "library_family()\n--\n\n'nccl', 'rccl' or 'host': the family of the loaded library."},
     {"_loader_report", (PyCFunction)n4p_loader_report, METH_NOARGS,
      "Load the library if possible and describe what was tried; never raises for a missing "
      "library."},
@@ -18,6 +20,7 @@ static PyMethodDef module_methods[] = {
      "[(symbol, alternatives, python name, first version, resolved)] for every table entry."},
     {"_struct_layouts", (PyCFunction)n4p_struct_layouts, METH_NOARGS,
      "{struct name: (sizeof, [(field, offset, type code)])}"},
+
     {NULL, NULL, 0, NULL},
 };
 
