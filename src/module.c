@@ -20,7 +20,12 @@ static PyMethodDef module_methods[] = {
      "[(symbol, alternatives, python name, first version, resolved)] for every table entry."},
     {"_struct_layouts", (PyCFunction)n4p_struct_layouts, METH_NOARGS,
      "{struct name: (sizeof, [(field, offset, type code)])}"},
-
+    {"resolve_buffer", (PyCFunction)(void (*)(void))n4p_py_resolve_buffer,
+     METH_FASTCALL | METH_KEYWORDS,
+     "resolve_buffer(obj, name='buffer', writable=False)\n--\n\n"
+     "(ptr, count, nccl dtype, DLPack device type, device id, readonly) of a buffer argument."},
+    {"resolve_stream", (PyCFunction)n4p_py_resolve_stream, METH_O,
+     "resolve_stream(obj)\n--\n\nThe stream handle (int) of a stream argument."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -29,7 +34,7 @@ module_exec(PyObject *mod)
 {
     n4p_state *st = n4p_get_state(mod);
     if (n4p_init_errors(mod, st) < 0 || n4p_init_structs(mod, st) < 0 ||
-        n4p_init_pointer_box(mod, st) < 0)
+        n4p_init_pointer_box(mod, st) < 0 || n4p_init_buffers(mod, st) < 0)
         return -1;
     if (PyModule_AddFunctions(mod, n4p_generated_methods) < 0 ||
         PyModule_AddFunctions(mod, n4p_wrapper_methods) < 0)

@@ -1,0 +1,1186 @@
+/*
+ * buffer.c - array arguments -> (pointer, element count, NCCL dtype, device).
+ *
+ * How an object is read is decided once per Python type and cached in
+ * st->buffer_kinds (type -> kind; the dict keeps the type alive, so a freed
+ * type's address can never hit a stale entry).  In order of preference:
+ *
+ *   exchange   type(obj).__dlpack_c_exchange_api__ (capsule) or the older
+ *              int __c_dlpack_exchange_api__: a C table, no Python call; the
+ *              cached value is the table's capsule.
+ *   buffer     the buffer protocol (NumPy host arrays, bytearray, ...); when
+ *              the type also has __array_interface__, an array whose dtype
+ *              the buffer protocol cannot express (ml_dtypes bfloat16 and
+ *              float8) is read through that dict instead.
+ *   dlpack     __dlpack__(stream=None, max_version=(1, 1)), then __dlpack__()
+ *              for producers that refuse those keywords.
+ *   cai        __cuda_array_interface__ (versions 2 and 3, no mask): torch
+ *              still exports version 2, which only lacks the stream field.
+ *              The dict names no device and no runtime is asked here, so the
+ *              result says device_type CUDA, device_id -1 (unknown); its
+ *              "stream" entry is not acted on here.
+ *   array_if   __array_interface__ alone.  The dtype comes from
+ *              obj.dtype.name when there is one (ml_dtypes typestrs are
+ *              ambiguous), else from the typestr.
+ *   probe      nothing on the type: look for the same attributes on the
+ *              instance at each call.
+ *
+ * A tuple is an explicit spec (buf, count), (buf, dtype), (buf, count, dtype).
+ * In a pair, a plain integer (an exact int or a non-int integer such as a
+ * NumPy scalar) is a count; an int subclass (an IntEnum like nccl DataType)
+ * or any other object is a dtype.  With a dtype the buffer may hold any
+ * element type: its bytes are reinterpreted.
+ *
+ * __dlpack__ is called without a consumer stream (stream=None, which NumPy
+ * requires for host arrays), so __dlpack_device__ is not needed: the tensor
+ * carries its device.
+ *
+ * Memory must be contiguous (C or Fortran order: NCCL sees a flat block);
+ * strides of dimensions of size 1 are ignored, and empty arrays are fine.
+ *
+ * Lifetimes: a DLPack managed tensor is owned from the moment its capsule is
+ * renamed "used_..." (or the exchange API hands it over): its deleter runs
+ * exactly once, on the error path or in n4p_buffer_release.  A buffer view is
+ * released there too.  Interface dicts and the non-owning exchange fill carry
+ * no owner, so the object itself is referenced until release.
+ */
+#include "bindings.h"
+#include "dlpack.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    K_BUFFER = 1,
+    K_BUFFER_OR_AI, /* buffer protocol, __array_interface__ when it fails */
+    K_DLPACK,
+    K_CAI,
+    K_ARRAY_IFACE,
+    K_PROBE,
+    /* K_EXCHANGE is cached as the exchange table's capsule, not as an int */
+};
+
+#define KIND_CACHE_MAX 1024
+#define GETBUFFER_FAILED (-2)
+/* out->dtype for an element type NCCL lacks, allowed when an explicit spec
+ * names the dtype: out->count then counts bytes. */
+#define ANY_DTYPE (-1)
+
+#if PY_LITTLE_ENDIAN
+#define NATIVE_ORDER '<'
+#else
+#define NATIVE_ORDER '>'
+#endif
+
+#define SUPPORTED_TYPES                                                                   \
+    "int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16, " \
+    "float8_e4m3fn, float8_e5m2 (bool as uint8)"
+
+static const char *const dtype_names[ncclNumTypes] = {
+    "int8",    "uint8",   "int32",   "uint32",   "int64",         "uint64",
+    "float16", "float32", "float64", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+};
+static const size_t dtype_sizes[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+/* What every resolver needs to know about the argument. */
+typedef struct {
+    n4p_state *st;
+    const char *name;
+    int writable;
+    int any_dtype; /* an explicit dtype follows: accept any element type */
+} ctx_t;
+
+/* ---------------------------------------------------------------- errors */
+
+static int
+invalid(const ctx_t *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyErr_FormatV(c->st->nccl_invalid, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int
+err_unsupported(const ctx_t *c, const char *desc)
+{
+    return invalid(c, "Unsupported data type for %s: %s. NCCL supports: " SUPPORTED_TYPES,
+                   c->name, desc);
+}
+
+static int
+err_not_contiguous(const ctx_t *c)
+{
+    return invalid(c,
+                   "%s is not contiguous: NCCL needs contiguous memory (make a contiguous "
+                   "copy, e.g. .copy() / .contiguous())",
+                   c->name);
+}
+
+static int
+err_read_only(const ctx_t *c)
+{
+    return invalid(c, "%s is read-only: NCCL writes its result into it (pass a writable array)",
+                   c->name);
+}
+
+static int
+err_no_protocol(const ctx_t *c, PyObject *obj)
+{
+    PyErr_Format(PyExc_TypeError,
+                 "%s must be an array: an object supporting DLPack, the buffer protocol, "
+                 "__cuda_array_interface__, or an explicit (buffer, count, dtype) spec; got %.200s",
+                 c->name, Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static void
+init_out(n4p_buffer *out)
+{
+    memset(out, 0, sizeof(*out));
+}
+
+/* 1 when obj has the attribute (its value in *value, new reference), 0 when
+ * it has not (AttributeError cleared), -1 on any other error. */
+static int
+get_optional_attr(PyObject *obj, PyObject *attr, PyObject **value)
+{
+    *value = PyObject_GetAttr(obj, attr);
+    if (*value != NULL)
+        return 1;
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+        return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+static int
+has_attr(PyObject *obj, PyObject *attr)
+{
+    PyObject *v;
+    int r = get_optional_attr(obj, attr, &v);
+    Py_XDECREF(v);
+    return r;
+}
+
+static int
+sized_int(size_t itemsize, int is_signed)
+{
+    switch (itemsize) {
+    case 1: return is_signed ? ncclInt8 : ncclUint8;
+    case 4: return is_signed ? ncclInt32 : ncclUint32;
+    case 8: return is_signed ? ncclInt64 : ncclUint64;
+    default: return -1;
+    }
+}
+
+static int
+sized_float(size_t itemsize)
+{
+    switch (itemsize) {
+    case 2: return ncclFloat16;
+    case 4: return ncclFloat32;
+    case 8: return ncclFloat64;
+    default: return -1;
+    }
+}
+
+/* The product of n extents, or -1 when one is negative or the product
+ * exceeds PY_SSIZE_T_MAX (no memory block is larger). */
+static int
+element_count(Py_ssize_t n, const int64_t *shape, size_t *out)
+{
+    size_t count = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (shape[i] < 0)
+            return -1;
+        size_t e = (size_t)shape[i];
+        if (e != 0 && count > (size_t)PY_SSIZE_T_MAX / e)
+            return -1;
+        count *= e;
+    }
+    *out = count;
+    return 0;
+}
+
+/* Dense in row-major or column-major order, strides in units of `unit`;
+ * extents of size 1 carry no constraint.  Only asked for non-empty arrays. */
+static int
+is_dense(Py_ssize_t n, const int64_t *shape, const int64_t *strides, int64_t unit)
+{
+    int64_t want = unit;
+    int c_order = 1;
+    for (Py_ssize_t i = n - 1; i >= 0; i--) {
+        if (shape[i] == 1)
+            continue;
+        if (strides[i] != want) {
+            c_order = 0;
+            break;
+        }
+        want *= shape[i];
+    }
+    if (c_order)
+        return 1;
+    want = unit;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (shape[i] == 1)
+            continue;
+        if (strides[i] != want)
+            return 0;
+        want *= shape[i];
+    }
+    return 1;
+}
+
+/* Element type check and fill; size_t itemsize is the byte size of an
+ * element of the unsupported type (0 when unknown or fractional). */
+static int
+set_type(const ctx_t *c, n4p_buffer *out, int dtype, size_t count, size_t itemsize,
+         const char *desc)
+{
+    if (dtype >= 0) {
+        out->dtype = dtype;
+        out->count = count;
+        return 0;
+    }
+    if (c->any_dtype && itemsize > 0 && count <= SIZE_MAX / itemsize) {
+        out->dtype = ANY_DTYPE;
+        out->count = count * itemsize;
+        return 0;
+    }
+    return err_unsupported(c, desc);
+}
+
+/* -------------------------------------------------------- buffer protocol */
+
+/* NCCL dtype of a struct-module format, or -1. */
+static int
+format_dtype(const char *fmt, size_t itemsize)
+{
+    if (fmt == NULL)
+        return itemsize == 1 ? ncclUint8 : -1;
+    if (fmt[0] == '@' || fmt[0] == '=' || fmt[0] == NATIVE_ORDER)
+        fmt++;
+    if (fmt[0] == '\0' || fmt[1] != '\0')
+        return -1;
+    switch (fmt[0]) {
+    case '?':
+    case 'B': return itemsize == 1 ? ncclUint8 : -1;
+    case 'b': return itemsize == 1 ? ncclInt8 : -1;
+    case 'e': return itemsize == 2 ? ncclFloat16 : -1;
+    case 'f': return itemsize == 4 ? ncclFloat32 : -1;
+    case 'd': return itemsize == 8 ? ncclFloat64 : -1;
+    case 'i':
+    case 'l':
+    case 'q':
+    case 'n': return sized_int(itemsize, 1);
+    case 'I':
+    case 'L':
+    case 'Q':
+    case 'N': return sized_int(itemsize, 0);
+    default: return -1;
+    }
+}
+
+static void
+format_desc(char *buf, size_t n, const char *fmt, size_t itemsize)
+{
+    static const char *const known[][2] = {
+        {"h", "int16"},     {"H", "uint16"},      {"Ze", "complex32"}, {"Zf", "complex64"},
+        {"Zd", "complex128"}, {"g", "longdouble"}, {"O", "object"},
+    };
+    const char *core = fmt;
+    if (core[0] == '@' || core[0] == '=' || core[0] == '<' || core[0] == '>' || core[0] == '!')
+        core++;
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+        if (strcmp(core, known[i][0]) == 0) {
+            PyOS_snprintf(buf, n, "%s (buffer format '%s')", known[i][1], fmt);
+            return;
+        }
+    }
+    PyOS_snprintf(buf, n, "buffer format '%s' (%zu-byte items)", fmt, itemsize);
+}
+
+/* GETBUFFER_FAILED when the object refused to export (exception set). */
+static int
+from_buffer(const ctx_t *c, PyObject *obj, n4p_buffer *out)
+{
+    Py_buffer *v = &out->view;
+    if (PyObject_GetBuffer(obj, v, PyBUF_STRIDES | PyBUF_FORMAT) < 0)
+        return GETBUFFER_FAILED;
+    out->have_view = 1;
+    size_t itemsize = v->itemsize > 0 ? (size_t)v->itemsize : 0;
+    if (c->writable && v->readonly) {
+        err_read_only(c);
+        goto fail;
+    }
+    if (v->ndim > 0 && v->strides != NULL && !PyBuffer_IsContiguous(v, 'A')) {
+        err_not_contiguous(c);
+        goto fail;
+    }
+    int dtype = itemsize ? format_dtype(v->format, itemsize) : -1;
+    if (dtype < 0 && !(c->any_dtype && itemsize)) {
+        char desc[96];
+        format_desc(desc, sizeof(desc), v->format ? v->format : "B", itemsize);
+        err_unsupported(c, desc);
+        goto fail;
+    }
+    size_t len = (size_t)v->len;
+    if (dtype >= 0) {
+        out->dtype = dtype;
+        out->count = len / itemsize;
+    }
+    else {
+        out->dtype = ANY_DTYPE;
+        out->count = len;
+    }
+    out->ptr = v->buf;
+    out->device_type = N4P_DEV_CPU;
+    out->device_id = 0;
+    out->readonly = v->readonly != 0;
+    return 0;
+fail:
+    PyBuffer_Release(v);
+    out->have_view = 0;
+    return -1;
+}
+
+/* ----------------------------------------------------------------- DLPack */
+
+static int
+dl_dtype(n4p_dldtype t)
+{
+    if (t.lanes != 1)
+        return -1;
+    switch (t.code) {
+    case N4P_DL_INT: return t.bits % 8 ? -1 : sized_int((size_t)t.bits / 8, 1);
+    case N4P_DL_UINT: return t.bits % 8 ? -1 : sized_int((size_t)t.bits / 8, 0);
+    case N4P_DL_FLOAT: return t.bits % 8 ? -1 : sized_float((size_t)t.bits / 8);
+    case N4P_DL_BFLOAT: return t.bits == 16 ? ncclBfloat16 : -1;
+    case N4P_DL_BOOL: return t.bits == 8 ? ncclUint8 : -1;
+    case N4P_DL_FLOAT8_E4M3FN: return t.bits == 8 ? ncclFloat8e4m3 : -1;
+    case N4P_DL_FLOAT8_E5M2: return t.bits == 8 ? ncclFloat8e5m2 : -1;
+    default: return -1;
+    }
+}
+
+static void
+dl_dtype_desc(char *buf, size_t n, n4p_dldtype t)
+{
+    static const char *const codes[] = {
+        "int",           "uint",          "float",         "opaque",
+        "bfloat",        "complex",       "bool",          "float8_e3m4",
+        "float8_e4m3",   "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+        "float8_e5m2",   "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn",
+        "float6_e3m2fn", "float4_e2m1fn",
+    };
+    char base[48];
+    if (t.code <= N4P_DL_COMPLEX)
+        PyOS_snprintf(base, sizeof(base), "%s%u", codes[t.code], (unsigned)t.bits);
+    else if (t.code < sizeof(codes) / sizeof(codes[0]))
+        PyOS_snprintf(base, sizeof(base), "%s", codes[t.code]);
+    else
+        PyOS_snprintf(base, sizeof(base), "DLPack type code %u", (unsigned)t.code);
+    if (t.lanes != 1)
+        PyOS_snprintf(buf, n, "%s x %u lanes (DLPack code %u, %u bits)", base,
+                      (unsigned)t.lanes, (unsigned)t.code, (unsigned)t.bits);
+    else
+        PyOS_snprintf(buf, n, "%s (DLPack code %u, %u bits)", base, (unsigned)t.code,
+                      (unsigned)t.bits);
+}
+
+static int
+fill_dl(const ctx_t *c, const n4p_dltensor *t, int readonly, n4p_buffer *out)
+{
+    if (readonly && c->writable)
+        return err_read_only(c);
+    size_t count;
+    if (t->ndim < 0 || (t->ndim > 0 && t->shape == NULL) ||
+        element_count(t->ndim, t->shape, &count) < 0)
+        return invalid(c, "%s: invalid DLPack tensor (bad ndim or shape)", c->name);
+    if (count > 0 && t->strides != NULL && !is_dense(t->ndim, t->shape, t->strides, 1))
+        return err_not_contiguous(c);
+    int dtype = dl_dtype(t->dtype);
+    if (dtype < 0) {
+        unsigned bits = (unsigned)t->dtype.bits * t->dtype.lanes;
+        char desc[96];
+        dl_dtype_desc(desc, sizeof(desc), t->dtype);
+        if (set_type(c, out, -1, count, bits % 8 ? 0 : bits / 8, desc) < 0)
+            return -1;
+    }
+    else {
+        out->dtype = dtype;
+        out->count = count;
+    }
+    out->ptr = (char *)t->data + t->byte_offset;
+    out->device_type = t->device.device_type;
+    out->device_id = t->device.device_id;
+    out->readonly = readonly;
+    return 0;
+}
+
+static void
+delete_versioned(n4p_dlmanaged_v *m)
+{
+    if (m->deleter != NULL)
+        m->deleter(m);
+}
+
+static void
+delete_legacy(n4p_dlmanaged *m)
+{
+    if (m->deleter != NULL)
+        m->deleter(m);
+}
+
+/* Takes ownership of m: on failure its deleter has run. */
+static int
+adopt_versioned(const ctx_t *c, n4p_dlmanaged_v *m, n4p_buffer *out)
+{
+    int r;
+    if (m->version.major != N4P_DLPACK_MAJOR)
+        r = invalid(c, "%s: DLPack version %u.%u is not supported (nccl4py reads DLPack 1.x)",
+                    c->name, (unsigned)m->version.major, (unsigned)m->version.minor);
+    else
+        r = fill_dl(c, &m->dl_tensor, (m->flags & N4P_DLFLAG_READ_ONLY) != 0, out);
+    if (r < 0) {
+        delete_versioned(m);
+        return -1;
+    }
+    out->managed = m;
+    out->versioned = 1;
+    return 0;
+}
+
+static int
+take_capsule(const ctx_t *c, PyObject *cap, n4p_buffer *out)
+{
+    if (!PyCapsule_CheckExact(cap)) {
+        PyErr_Format(PyExc_TypeError, "%s.__dlpack__() returned %.200s, not a DLPack capsule",
+                     c->name, Py_TYPE(cap)->tp_name);
+        return -1;
+    }
+    const char *cname = PyCapsule_GetName(cap);
+    if (cname != NULL && strcmp(cname, N4P_CAPSULE_VERSIONED) == 0) {
+        n4p_dlmanaged_v *m = PyCapsule_GetPointer(cap, N4P_CAPSULE_VERSIONED);
+        if (m == NULL || PyCapsule_SetName(cap, N4P_CAPSULE_VERSIONED_USED) < 0)
+            return -1;
+        return adopt_versioned(c, m, out);
+    }
+    if (cname != NULL && strcmp(cname, N4P_CAPSULE_LEGACY) == 0) {
+        n4p_dlmanaged *m = PyCapsule_GetPointer(cap, N4P_CAPSULE_LEGACY);
+        if (m == NULL || PyCapsule_SetName(cap, N4P_CAPSULE_LEGACY_USED) < 0)
+            return -1;
+        if (fill_dl(c, &m->dl_tensor, 0, out) < 0) {
+            delete_legacy(m);
+            return -1;
+        }
+        out->managed = m;
+        out->versioned = 0;
+        return 0;
+    }
+    if (cname != NULL && strncmp(cname, "used_", 5) == 0)
+        PyErr_Format(PyExc_TypeError,
+                     "%s.__dlpack__() returned a DLPack capsule that was already consumed",
+                     c->name);
+    else
+        PyErr_Format(PyExc_TypeError,
+                     "%s.__dlpack__() returned a capsule named %s%s%s, expected "
+                     "'dltensor_versioned' or 'dltensor'",
+                     c->name, cname ? "'" : "", cname ? cname : "NULL", cname ? "'" : "");
+    return -1;
+}
+
+static PyObject *
+call_dlpack(const ctx_t *c, PyObject *obj)
+{
+    n4p_state *st = c->st;
+    PyObject *args[4] = {NULL, obj, Py_None, st->dlpack_max_version};
+    size_t self_only = 1 | PY_VECTORCALL_ARGUMENTS_OFFSET;
+    PyObject *cap = PyObject_VectorcallMethod(st->str_dlpack, args + 1, self_only,
+                                              st->dlpack_kwnames);
+    if (cap == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        /* a producer that predates max_version (and stream=) */
+        PyErr_Clear();
+        cap = PyObject_VectorcallMethod(st->str_dlpack, args + 1, self_only, NULL);
+    }
+    return cap;
+}
+
+static int
+from_dlpack(const ctx_t *c, PyObject *obj, n4p_buffer *out)
+{
+    PyObject *cap = call_dlpack(c, obj);
+    if (cap == NULL)
+        return -1;
+    int r = take_capsule(c, cap, out);
+    Py_DECREF(cap);
+    return r;
+}
+
+/* ------------------------------------------------------- DLPack exchange */
+
+static int
+producer_failed(const ctx_t *c, const char *fn)
+{
+    if (!PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s: the DLPack exchange API function %s failed without setting an "
+                     "exception",
+                     c->name, fn);
+    return -1;
+}
+
+static int
+from_exchange(const ctx_t *c, const n4p_dlexchange_api *api, PyObject *obj, n4p_buffer *out)
+{
+    if (api->dltensor_from_py_object_no_sync != NULL) {
+        n4p_dltensor t;
+        if (api->dltensor_from_py_object_no_sync(obj, &t) != 0)
+            return producer_failed(c, "dltensor_from_py_object_no_sync");
+        if (fill_dl(c, &t, 0, out) < 0)
+            return -1;
+        out->ref = Py_NewRef(obj); /* the tensor's storage lives as long as obj */
+        return 0;
+    }
+    n4p_dlmanaged_v *m = NULL;
+    if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0 || m == NULL)
+        return producer_failed(c, "managed_tensor_from_py_object_no_sync");
+    return adopt_versioned(c, m, out);
+}
+
+/* The version-1 table behind an exchange capsule, or NULL when it offers none
+ * that can export a tensor. */
+static const n4p_dlexchange_api *
+exchange_table(PyObject *capsule)
+{
+    const n4p_dlexchange_header *h = PyCapsule_GetPointer(capsule, N4P_CAPSULE_EXCHANGE_API);
+    while (h != NULL && h->version.major != N4P_DLPACK_MAJOR)
+        h = h->prev_api;
+    const n4p_dlexchange_api *api = (const n4p_dlexchange_api *)h;
+    if (api == NULL || (api->dltensor_from_py_object_no_sync == NULL &&
+                        api->managed_tensor_from_py_object_no_sync == NULL))
+        return NULL;
+    return api;
+}
+
+/* A new reference to a capsule "dlpack_exchange_api" for tp, None when tp
+ * offers no usable table, NULL on error. */
+static PyObject *
+exchange_capsule_of_type(PyTypeObject *tp)
+{
+    PyObject *v;
+    PyObject *attr = PyUnicode_FromString("__dlpack_c_exchange_api__");
+    if (attr == NULL)
+        return NULL;
+    int r = get_optional_attr((PyObject *)tp, attr, &v);
+    Py_DECREF(attr);
+    if (r < 0)
+        return NULL;
+    if (r > 0) {
+        if (PyCapsule_IsValid(v, N4P_CAPSULE_EXCHANGE_API) && exchange_table(v) != NULL)
+            return v;
+        Py_DECREF(v);
+    }
+    attr = PyUnicode_FromString("__c_dlpack_exchange_api__");
+    if (attr == NULL)
+        return NULL;
+    r = get_optional_attr((PyObject *)tp, attr, &v);
+    Py_DECREF(attr);
+    if (r < 0)
+        return NULL;
+    if (r > 0 && PyLong_Check(v)) {
+        void *p = PyLong_AsVoidPtr(v);
+        Py_DECREF(v);
+        if (p == NULL) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        PyObject *cap = PyCapsule_New(p, N4P_CAPSULE_EXCHANGE_API, NULL);
+        if (cap == NULL || exchange_table(cap) != NULL)
+            return cap;
+        Py_DECREF(cap);
+        Py_RETURN_NONE;
+    }
+    Py_XDECREF(v);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------- __cuda_array_interface__ and kin */
+
+static int
+iface_error(const ctx_t *c, const char *what, const char *problem)
+{
+    PyErr_Format(PyExc_TypeError, "%s: invalid %s: %s", c->name, what, problem);
+    return -1;
+}
+
+/* NCCL dtype of a NumPy typestr ("<f4", "|u1"...), or -1; *itemsize and
+ * *kind are filled whenever the string parses. */
+static int
+typestr_dtype(const char *ts, size_t *itemsize, char *kind)
+{
+    char order = ts[0];
+    if (order != '<' && order != '>' && order != '|' && order != '=')
+        return -1;
+    *kind = ts[1];
+    char *end;
+    if (ts[1] == '\0' || ts[2] < '0' || ts[2] > '9')
+        return -1;
+    unsigned long size = strtoul(ts + 2, &end, 10);
+    if (*end != '\0' || size == 0 || size > 64)
+        return -1;
+    *itemsize = (size_t)size;
+    if (size > 1 && order != '|' && order != '=' && order != NATIVE_ORDER)
+        return -1;
+    switch (ts[1]) {
+    case 'b': return size == 1 ? ncclUint8 : -1;
+    case 'i': return sized_int(size, 1);
+    case 'u': return sized_int(size, 0);
+    case 'f': return sized_float(size);
+    default: return -1;
+    }
+}
+
+static void
+typestr_desc(char *buf, size_t n, const char *ts, char kind, size_t itemsize)
+{
+    const char *base = kind == 'i' ? "int" : kind == 'u' ? "uint" : kind == 'f' ? "float"
+                     : kind == 'c' ? "complex" : NULL;
+    if (base != NULL && itemsize > 0)
+        PyOS_snprintf(buf, n, "%s%zu (typestr '%s')", base, itemsize * 8, ts);
+    else
+        PyOS_snprintf(buf, n, "typestr '%s'", ts);
+}
+
+/* NCCL dtype from obj.dtype.name: how __array_interface__ objects are read,
+ * since ml_dtypes types have ambiguous typestrs ("<V2" for bfloat16, "<f1"
+ * for float8_e5m2).  -1 for an unknown name (copied to buf), -2 on error,
+ * -3 when obj has no dtype name. */
+static int
+dtype_by_name(PyObject *obj, char *buf, size_t n)
+{
+    PyObject *dt = PyObject_GetAttrString(obj, "dtype");
+    PyObject *name = dt != NULL ? PyObject_GetAttrString(dt, "name") : NULL;
+    Py_XDECREF(dt);
+    if (name == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -2;
+        PyErr_Clear();
+        return -3;
+    }
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    int r = s != NULL ? -1 : PyErr_Occurred() ? -2 : -3;
+    if (s != NULL) {
+        PyOS_snprintf(buf, n, "%s", s);
+        if (strcmp(s, "bool") == 0)
+            r = ncclUint8;
+        for (int i = 0; i < ncclNumTypes; i++)
+            if (strcmp(s, dtype_names[i]) == 0)
+                r = i;
+    }
+    Py_DECREF(name);
+    return r;
+}
+
+/* Read a tuple of ints into a new int64 array (PyMem), NULL on error. */
+static int64_t *
+int64_tuple(const ctx_t *c, const char *what, const char *field, PyObject *t, Py_ssize_t *n)
+{
+    if (!PyTuple_Check(t)) {
+        char msg[96];
+        PyOS_snprintf(msg, sizeof(msg), "'%s' must be a tuple of ints", field);
+        iface_error(c, what, msg);
+        return NULL;
+    }
+    *n = PyTuple_GET_SIZE(t);
+    int64_t *a = PyMem_Malloc(sizeof(int64_t) * (size_t)(*n > 0 ? *n : 1));
+    if (a == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *e = PyTuple_GET_ITEM(t, i);
+        long long v = PyLong_Check(e) ? PyLong_AsLongLong(e) : -1;
+        if (!PyLong_Check(e) || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            char msg[96];
+            PyOS_snprintf(msg, sizeof(msg), "'%s' must be a tuple of ints", field);
+            iface_error(c, what, msg);
+            PyMem_Free(a);
+            return NULL;
+        }
+        a[i] = (int64_t)v;
+    }
+    return a;
+}
+
+typedef struct {
+    void *ptr;
+    int readonly;
+    int64_t *shape;
+    int64_t *strides; /* bytes; NULL = C order */
+    Py_ssize_t ndim;
+    size_t count;
+    const char *typestr;
+} iface_t;
+
+static int
+iface_data(const ctx_t *c, const char *what, PyObject *d, iface_t *f)
+{
+    PyObject *data = PyDict_GetItemString(d, "data");
+    if (data == NULL || !PyTuple_Check(data) || PyTuple_GET_SIZE(data) != 2 ||
+        !PyLong_Check(PyTuple_GET_ITEM(data, 0)))
+        return iface_error(c, what, "'data' must be a (pointer, read-only) tuple");
+    f->ptr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0));
+    if (f->ptr == NULL && PyErr_Occurred())
+        return -1;
+    f->readonly = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1));
+    return f->readonly < 0 ? -1 : 0;
+}
+
+static int
+iface_version(const ctx_t *c, const char *what, PyObject *d)
+{
+    PyObject *v = PyDict_GetItemString(d, "version");
+    if (v == NULL || !PyLong_Check(v))
+        return iface_error(c, what, "'version' must be an int");
+    long version = PyLong_AsLong(v);
+    if (version == -1 && PyErr_Occurred())
+        return -1;
+    if (version != 2 && version != 3)
+        return invalid(c, "%s: %s version %ld is not supported (versions 2 and 3 are)", c->name,
+                       what, version);
+    PyObject *mask = PyDict_GetItemString(d, "mask");
+    if (mask != NULL && mask != Py_None)
+        return invalid(c, "%s: masked arrays are not supported (%s has a mask)", c->name, what);
+    return 0;
+}
+
+/* Parse the dict's fields into f (f->shape and f->strides to PyMem_Free). */
+static int
+iface_parse(const ctx_t *c, const char *what, PyObject *d, iface_t *f)
+{
+    if (!PyDict_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a dict, got %.200s", c->name, what,
+                     Py_TYPE(d)->tp_name);
+        return -1;
+    }
+    if (iface_version(c, what, d) < 0 || iface_data(c, what, d, f) < 0)
+        return -1;
+    PyObject *ts = PyDict_GetItemString(d, "typestr");
+    if (ts == NULL || !PyUnicode_Check(ts) || (f->typestr = PyUnicode_AsUTF8(ts)) == NULL) {
+        PyErr_Clear();
+        return iface_error(c, what, "'typestr' must be a str");
+    }
+    PyObject *shape = PyDict_GetItemString(d, "shape");
+    if (shape == NULL)
+        return iface_error(c, what, "'shape' is missing");
+    f->shape = int64_tuple(c, what, "shape", shape, &f->ndim);
+    if (f->shape == NULL)
+        return -1;
+    if (element_count(f->ndim, f->shape, &f->count) < 0)
+        return iface_error(c, what, "'shape' has a negative or too large extent");
+    PyObject *strides = PyDict_GetItemString(d, "strides");
+    if (strides == NULL || strides == Py_None)
+        return 0;
+    Py_ssize_t n;
+    f->strides = int64_tuple(c, what, "strides", strides, &n);
+    if (f->strides == NULL)
+        return -1;
+    if (n != f->ndim)
+        return iface_error(c, what, "'strides' and 'shape' differ in length");
+    return 0;
+}
+
+static int
+iface_fill(const ctx_t *c, PyObject *obj, int cai, const iface_t *f, n4p_buffer *out)
+{
+    if (f->readonly && c->writable)
+        return err_read_only(c);
+    size_t itemsize = 0;
+    char kind = 0;
+    char desc[128];
+    int dtype = typestr_dtype(f->typestr, &itemsize, &kind);
+    typestr_desc(desc, sizeof(desc), f->typestr, kind, itemsize);
+    if (!cai) {
+        int by_name = dtype_by_name(obj, desc, sizeof(desc));
+        if (by_name == -2)
+            return -1;
+        if (by_name != -3)
+            dtype = by_name >= 0 && dtype_sizes[by_name] == itemsize ? by_name : -1;
+    }
+    if (itemsize > 0 && f->count > (size_t)PY_SSIZE_T_MAX / itemsize)
+        return iface_error(c, cai ? "__cuda_array_interface__" : "__array_interface__",
+                           "the array is too large");
+    if (f->count > 0 && f->strides != NULL && itemsize > 0 &&
+        !is_dense(f->ndim, f->shape, f->strides, (int64_t)itemsize))
+        return err_not_contiguous(c);
+    if (set_type(c, out, dtype, f->count, itemsize, desc) < 0)
+        return -1;
+    out->ptr = f->ptr;
+    out->readonly = f->readonly;
+    out->device_type = cai ? N4P_DEV_CUDA : N4P_DEV_CPU;
+    out->device_id = cai ? -1 : 0; /* CAI says nothing about the device */
+    return 0;
+}
+
+/* From the interface dict d of obj. */
+static int
+from_interface_dict(const ctx_t *c, PyObject *obj, PyObject *d, int cai, n4p_buffer *out)
+{
+    const char *what = cai ? "__cuda_array_interface__" : "__array_interface__";
+    iface_t f = {0};
+    int r = iface_parse(c, what, d, &f);
+    if (r == 0)
+        r = iface_fill(c, obj, cai, &f, out);
+    PyMem_Free(f.shape);
+    PyMem_Free(f.strides);
+    if (r == 0)
+        out->ref = Py_NewRef(obj); /* the dict names no owner */
+    return r;
+}
+
+static int
+from_interface(const ctx_t *c, PyObject *obj, int cai, n4p_buffer *out)
+{
+    PyObject *d = PyObject_GetAttr(obj, cai ? c->st->str_cai : c->st->str_array_interface);
+    if (d == NULL)
+        return -1;
+    int r = from_interface_dict(c, obj, d, cai, out);
+    Py_DECREF(d);
+    return r;
+}
+
+/* ------------------------------------------------------- classification */
+
+/* New reference: the cache value for tp (int kind or exchange capsule). */
+static PyObject *
+classify(n4p_state *st, PyTypeObject *tp)
+{
+    PyObject *cap = exchange_capsule_of_type(tp);
+    if (cap != Py_None)
+        return cap;
+    Py_DECREF(cap);
+    PyObject *t = (PyObject *)tp;
+    long kind;
+    int r;
+    if (tp->tp_as_buffer != NULL && tp->tp_as_buffer->bf_getbuffer != NULL) {
+        r = has_attr(t, st->str_array_interface);
+        kind = r > 0 ? K_BUFFER_OR_AI : K_BUFFER;
+    }
+    else if ((r = has_attr(t, st->str_dlpack)) > 0)
+        kind = K_DLPACK;
+    else if (r == 0 && (r = has_attr(t, st->str_cai)) > 0)
+        kind = K_CAI;
+    else if (r == 0 && (r = has_attr(t, st->str_array_interface)) > 0)
+        kind = K_ARRAY_IFACE;
+    else
+        kind = K_PROBE;
+    if (r < 0)
+        return NULL;
+    return PyLong_FromLong(kind);
+}
+
+/* The kind of tp (*api set for the exchange kind), or -1 on error. */
+static int
+kind_of(n4p_state *st, PyTypeObject *tp, const n4p_dlexchange_api **api)
+{
+    PyObject *v = PyDict_GetItemWithError(st->buffer_kinds, (PyObject *)tp);
+    if (v == NULL) {
+        if (PyErr_Occurred() || (v = classify(st, tp)) == NULL)
+            return -1;
+        if (PyDict_GET_SIZE(st->buffer_kinds) >= KIND_CACHE_MAX)
+            PyDict_Clear(st->buffer_kinds);
+        int r = PyDict_SetItem(st->buffer_kinds, (PyObject *)tp, v);
+        Py_DECREF(v); /* the dict holds it; read it before any Python code runs */
+        if (r < 0)
+            return -1;
+    }
+    if (PyLong_CheckExact(v))
+        return (int)PyLong_AsLong(v);
+    if ((*api = exchange_table(v)) == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API table vanished");
+        return -1;
+    }
+    return 0;
+}
+
+/* Probe the instance for a protocol the type does not declare. */
+static int
+from_probe(const ctx_t *c, PyObject *obj, n4p_buffer *out)
+{
+    n4p_state *st = c->st;
+    int r = has_attr(obj, st->str_dlpack);
+    if (r != 0)
+        return r < 0 ? -1 : from_dlpack(c, obj, out);
+    PyObject *d;
+    for (int cai = 1; cai >= 0; cai--) {
+        r = get_optional_attr(obj, cai ? st->str_cai : st->str_array_interface, &d);
+        if (r < 0)
+            return -1;
+        if (r > 0) {
+            r = from_interface_dict(c, obj, d, cai, out);
+            Py_DECREF(d);
+            return r;
+        }
+    }
+    return err_no_protocol(c, obj);
+}
+
+static int
+resolve_object(const ctx_t *c, PyObject *obj, n4p_buffer *out)
+{
+    const n4p_dlexchange_api *api = NULL;
+    int r;
+    switch (kind_of(c->st, Py_TYPE(obj), &api)) {
+    case 0: return from_exchange(c, api, obj, out);
+    case K_BUFFER:
+        r = from_buffer(c, obj, out);
+        return r == GETBUFFER_FAILED ? -1 : r;
+    case K_BUFFER_OR_AI:
+        r = from_buffer(c, obj, out);
+        if (r != GETBUFFER_FAILED)
+            return r;
+        /* e.g. "cannot include dtype 'E' in a buffer" (ml_dtypes) */
+        if (!PyErr_ExceptionMatches(PyExc_ValueError) &&
+            !PyErr_ExceptionMatches(PyExc_BufferError) &&
+            !PyErr_ExceptionMatches(PyExc_TypeError))
+            return -1;
+        PyErr_Clear();
+        return from_interface(c, obj, 0, out);
+    case K_DLPACK: return from_dlpack(c, obj, out);
+    case K_CAI: return from_interface(c, obj, 1, out);
+    case K_ARRAY_IFACE: return from_interface(c, obj, 0, out);
+    case K_PROBE: return from_probe(c, obj, out);
+    default: return -1;
+    }
+}
+
+/* --------------------------------------------------------- explicit specs */
+
+/* NCCL dtype of an explicit spec's dtype item, or -1 with an exception. */
+static int
+spec_dtype(const ctx_t *c, PyObject *o)
+{
+    PyNumberMethods *nb = Py_TYPE(o)->tp_as_number;
+    PyObject *v;
+    if (PyBool_Check(o) || PyFloat_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s: the dtype of a buffer spec cannot be a %.100s",
+                     c->name, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    if (nb != NULL && (nb->nb_index != NULL || nb->nb_int != NULL))
+        v = nb->nb_index != NULL ? PyNumber_Index(o) : PyNumber_Long(o);
+    else {
+        PyObject *m = PyImport_ImportModule("nccl._dtypes");
+        if (m == NULL)
+            return -1;
+        v = PyObject_CallMethod(m, "nccl_dtype", "O", o);
+        Py_DECREF(m);
+    }
+    if (v == NULL)
+        return -1;
+    long d = PyLong_Check(v) ? PyLong_AsLong(v) : -1;
+    Py_DECREF(v);
+    if (d == -1 && PyErr_Occurred())
+        return -1;
+    if (d < 0 || d >= ncclNumTypes)
+        return invalid(c, "%s: %ld is not an NCCL data type (0 to %d)", c->name, d,
+                       ncclNumTypes - 1);
+    return (int)d;
+}
+
+static int
+spec_count(const ctx_t *c, PyObject *o, size_t *count)
+{
+    char label[160];
+    if (PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s: the count of a buffer spec cannot be a bool",
+                     c->name);
+        return -1;
+    }
+    PyOS_snprintf(label, sizeof(label), "the count in the %s spec", c->name);
+    return n4p_arg_size(o, label, count);
+}
+
+/* Reinterpret as dtype and/or cut to count elements. */
+static int
+apply_spec(const ctx_t *c, n4p_buffer *out, int dtype, int have_count, size_t count)
+{
+    if (dtype >= 0 && dtype != out->dtype) {
+        size_t size = out->dtype == ANY_DTYPE ? 1 : dtype_sizes[out->dtype];
+        if (out->count > SIZE_MAX / size)
+            return invalid(c, "%s: the buffer is too large", c->name);
+        size_t bytes = out->count * size, isz = dtype_sizes[dtype];
+        if (bytes % isz != 0)
+            return invalid(c,
+                           "%s: the buffer's %zu bytes are not a whole number of %s elements "
+                           "(%zu bytes each)",
+                           c->name, bytes, dtype_names[dtype], isz);
+        out->count = bytes / isz;
+        out->dtype = dtype;
+    }
+    if (have_count) {
+        if (count > out->count)
+            return invalid(c, "%s: count %zu exceeds the buffer's %zu %s elements", c->name,
+                           count, out->count, dtype_names[out->dtype]);
+        out->count = count;
+    }
+    return 0;
+}
+
+static int
+resolve_spec(const ctx_t *c, PyObject *spec, n4p_buffer *out)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(spec);
+    if (n != 2 && n != 3) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: an explicit buffer spec is (buffer, count), (buffer, dtype) or "
+                     "(buffer, count, dtype); got a tuple of %zd items",
+                     c->name, n);
+        return -1;
+    }
+    PyObject *buf = PyTuple_GET_ITEM(spec, 0);
+    PyObject *count_o, *dtype_o;
+    if (n == 3) {
+        count_o = PyTuple_GET_ITEM(spec, 1);
+        dtype_o = PyTuple_GET_ITEM(spec, 2);
+    }
+    else {
+        /* (buf, count) when the item is a plain integer; an int subclass
+         * (an IntEnum such as nccl DataType) or any other object is a dtype */
+        PyObject *o = PyTuple_GET_ITEM(spec, 1);
+        int is_count = PyLong_CheckExact(o) ||
+                       (!PyLong_Check(o) && Py_TYPE(o)->tp_as_number != NULL &&
+                        Py_TYPE(o)->tp_as_number->nb_index != NULL);
+        count_o = is_count ? o : Py_None;
+        dtype_o = is_count ? Py_None : o;
+    }
+    if (PyTuple_Check(buf)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: the buffer of an explicit (buffer, count, dtype) spec cannot be a tuple",
+                     c->name);
+        return -1;
+    }
+    size_t count = 0;
+    int dtype = -1;
+    if (count_o != Py_None && spec_count(c, count_o, &count) < 0)
+        return -1;
+    if (dtype_o != Py_None && (dtype = spec_dtype(c, dtype_o)) < 0)
+        return -1;
+    ctx_t inner = *c;
+    inner.any_dtype = dtype >= 0;
+    if (resolve_object(&inner, buf, out) < 0)
+        return -1;
+    if (apply_spec(c, out, dtype, count_o != Py_None, count) < 0) {
+        n4p_buffer_release(out);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ public API */
+
+int
+n4p_buffer_resolve(PyObject *mod, PyObject *obj, const char *name, int writable,
+                   n4p_buffer *out)
+{
+    ctx_t c = {n4p_get_state(mod), name, writable, 0};
+    init_out(out);
+    if (PyTuple_Check(obj))
+        return resolve_spec(&c, obj, out);
+    return resolve_object(&c, obj, out);
+}
+
+void
+n4p_buffer_release(n4p_buffer *b)
+{
+    if (b->have_view) {
+        b->have_view = 0;
+        PyBuffer_Release(&b->view);
+    }
+    if (b->managed != NULL) {
+        void *m = b->managed;
+        b->managed = NULL;
+        if (b->versioned)
+            delete_versioned(m);
+        else
+            delete_legacy(m);
+    }
+    Py_CLEAR(b->ref);
+}
+
+PyObject *
+n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames)
+{
+    static const char *const kw[] = {"obj", "name", "writable"};
+    PyObject *a[3];
+    if (n4p_parse_args(args, nargs, kwnames, "resolve_buffer", kw, 1, 3, a) < 0)
+        return NULL;
+    const char *name = "buffer";
+    if (a[1] != NULL) {
+        if (!PyUnicode_Check(a[1])) {
+            PyErr_SetString(PyExc_TypeError, "resolve_buffer(): name must be a str");
+            return NULL;
+        }
+        if ((name = PyUnicode_AsUTF8(a[1])) == NULL)
+            return NULL;
+    }
+    int writable = a[2] != NULL ? PyObject_IsTrue(a[2]) : 0;
+    if (writable < 0)
+        return NULL;
+    n4p_buffer b;
+    if (n4p_buffer_resolve(mod, a[0], name, writable, &b) < 0)
+        return NULL;
+    PyObject *r = PyTuple_New(6);
+    if (r != NULL) {
+        PyObject *items[6] = {
+            PyLong_FromVoidPtr(b.ptr),      PyLong_FromSize_t(b.count),
+            PyLong_FromLong(b.dtype),       PyLong_FromLong(b.device_type),
+            PyLong_FromLong(b.device_id),   PyBool_FromLong(b.readonly),
+        };
+        for (int i = 0; i < 6; i++) {
+            if (items[i] == NULL)
+                Py_CLEAR(r);
+            if (r != NULL)
+                PyTuple_SET_ITEM(r, i, items[i]);
+            else
+                Py_XDECREF(items[i]);
+        }
+    }
+    n4p_buffer_release(&b);
+    return r;
+}
+
+/* ------------------------------------------------------------------ init */
+
+int
+n4p_init_buffers(PyObject *Py_UNUSED(mod), n4p_state *st)
+{
+    st->buffer_kinds = PyDict_New();
+    st->stream_kinds = PyDict_New();
+    st->str_dlpack = PyUnicode_InternFromString("__dlpack__");
+    st->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
+    st->str_cai = PyUnicode_InternFromString("__cuda_array_interface__");
+    st->str_array_interface = PyUnicode_InternFromString("__array_interface__");
+    st->str_cuda_stream = PyUnicode_InternFromString("__cuda_stream__");
+    st->dlpack_max_version = Py_BuildValue("(ii)", N4P_DLPACK_MAJOR, 1);
+    PyObject *k1 = PyUnicode_InternFromString("stream");
+    PyObject *k2 = PyUnicode_InternFromString("max_version");
+    if (k1 != NULL && k2 != NULL)
+        st->dlpack_kwnames = PyTuple_Pack(2, k1, k2);
+    Py_XDECREF(k1);
+    Py_XDECREF(k2);
+    if (st->buffer_kinds == NULL || st->stream_kinds == NULL || st->str_dlpack == NULL ||
+        st->str_dlpack_device == NULL || st->str_cai == NULL || st->str_array_interface == NULL ||
+        st->str_cuda_stream == NULL || st->dlpack_max_version == NULL ||
+        st->dlpack_kwnames == NULL)
+        return -1;
+    return 0;
+}
