@@ -33,7 +33,7 @@ def cc() -> str:
 
 
 def build_stub(name: str, *, noop: bool = False, omit: tuple[str, ...] = (),
-               outdir: Path | None = None, extra_c: str = "") -> Path:
+               outdir: Path | None = None, extra_c: str = "", host_memory: bool = False) -> Path:
     """Compile the recording (or no-op) stub library as `name` and return its path."""
     import gen_api
 
@@ -46,13 +46,15 @@ def build_stub(name: str, *, noop: bool = False, omit: tuple[str, ...] = (),
     cmd = [cc(), "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
            f"-I{ROOT / 'src'}", "-o", str(out), str(src)]
     cmd += [f"-DSTUB_OMIT_{sym}" for sym in omit]
+    if host_memory:
+        cmd.append("-DSTUB_HOST_MEMORY")
     subprocess.run(cmd, check=True)
     return out
 
 
 RECORDING_STUB = None
 if not os.environ.get("NCCL4PY_TEST_LIBRARY"):
-    RECORDING_STUB = build_stub("librecording_stub.so")
+    RECORDING_STUB = build_stub("librecording_stub.so", host_memory=True)
     os.environ["NCCL_LIBRARY"] = str(RECORDING_STUB)
 else:
     lib = os.environ["NCCL4PY_TEST_LIBRARY"]

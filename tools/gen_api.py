@@ -322,6 +322,12 @@ static void begin(const char *name)
     rec("%s", name);
 }
 
+#ifdef STUB_HOST_MEMORY
+/* Pose as a host-memory library (like the host backend), so that nccl.core
+ * accepts NumPy buffers while the stub records what reaches the C ABI. */
+EXPORT int nccl4pyHostBackend(void) { return NCCL4PY_ABI_VERSION_CODE; }
+#endif
+
 EXPORT const char *nccl4pyStubLastCall(void) { return stub_buf; }
 EXPORT long nccl4pyStubCallCount(void) { return stub_calls; }
 EXPORT void nccl4pyStubSetResult(int r) { stub_result = r; }
