@@ -34,7 +34,8 @@ module_exec(PyObject *mod)
 {
     n4p_state *st = n4p_get_state(mod);
     if (n4p_init_errors(mod, st) < 0 || n4p_init_structs(mod, st) < 0 ||
-        n4p_init_pointer_box(mod, st) < 0 || n4p_init_buffers(mod, st) < 0)
+        n4p_init_pointer_box(mod, st) < 0 || n4p_init_buffers(mod, st) < 0 ||
+        n4p_init_communicator(mod, st) < 0)
         return -1;
     if (PyModule_AddFunctions(mod, n4p_generated_methods) < 0 ||
         PyModule_AddFunctions(mod, n4p_wrapper_methods) < 0)

@@ -1,0 +1,409 @@
+"""``Communicator``: the Pythonic communicator of nccl4py.
+
+The collectives and point-to-point calls (``allreduce``, ``reduce``,
+``broadcast``, ``allgather``, ``gather``, ``reduce_scatter``, ``alltoall``,
+``scatter``, ``send``, ``recv``, and RCCL's ``allreduce_with_bias`` and
+``alltoallv``) are implemented in C by the base class
+(``nccl._nccl._CommunicatorBase``, src/communicator.c): buffers and streams
+are resolved, validated and handed to the library without returning to
+Python.  This module adds the life cycle, resources and properties.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from nccl import _nccl
+from nccl import bindings as _b
+from nccl._errors import NcclInvalid
+
+from .config import NCCLConfig, NCCLDevCommRequirements, WaitSignalDesc
+from .constants import CommShrinkFlag, CommSuspendFlag, WindowFlag
+from .resources import (CommResource, CustomRedOp, DevCommResource, RegisteredBufferHandle,
+                        RegisteredWindowHandle)
+from .typing import NcclDataType, NcclGinType
+from .utils import UniqueId
+
+__all__ = ["Communicator", "CPUDevice"]
+
+_DEV_CPU = 1
+
+
+class CPUDevice:
+    """The device of a communicator on the host backend: host memory."""
+
+    device_id = 0
+
+    def __repr__(self) -> str:
+        return "<CPUDevice (host backend)>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CPUDevice)
+
+    def __hash__(self) -> int:
+        return hash(CPUDevice)
+
+
+def _cfg_ptr(config: NCCLConfig | None) -> int:
+    if config is None:
+        return 0
+    if not isinstance(config, NCCLConfig):
+        raise NcclInvalid(f"config must be an NCCLConfig or None, got {type(config).__name__}")
+    return config.ptr
+
+
+def _uid_bytes(unique_id: Any) -> bytes:
+    try:
+        data = bytes(unique_id)
+    except TypeError:
+        raise NcclInvalid("unique_id must be a UniqueId or a sequence of UniqueIds") from None
+    if len(data) != 128:
+        raise NcclInvalid(f"a unique id has 128 bytes, got {len(data)}")
+    return data
+
+
+class Communicator(_nccl._CommunicatorBase):
+    """An NCCL/RCCL communicator.
+
+    ``Communicator.init(nranks, rank, unique_id, config=None)`` creates one;
+    ``Communicator(ptr)`` wraps an existing ``ncclComm_t``; ``Communicator()``
+    is the null communicator.  It is a context manager: leaving the block
+    destroys it, or aborts it when an exception is propagating.
+    """
+
+    def __init__(self, ptr: Any = 0):
+        super().__init__(int(ptr) if ptr else 0)
+        self._resources: list[CommResource] = []
+        self._children_in_progress: list[Communicator] = []
+        self._comm_properties = None
+        self._cached_device = None
+
+    # ----------------------------------------------------------- creation
+
+    @classmethod
+    def init(cls, nranks: int, rank: int, unique_id: Any,
+             config: NCCLConfig | None = None) -> "Communicator":
+        comm = cls()
+        comm.initialize(nranks, rank, unique_id, config)
+        return comm
+
+    @classmethod
+    def from_env(cls, config: NCCLConfig | None = None) -> "Communicator":
+        """A communicator for this process from its launcher: ``python -m
+        nccl.run``, torchrun, mpirun or srun (see ``nccl.run.environment``)."""
+        import nccl.run
+
+        env = nccl.run.environment()
+        return cls.init(env.nranks, env.rank, UniqueId.from_bytes(env.unique_id), config)
+
+    @classmethod
+    def init_all(cls, devices: int | Sequence[int] | None = None) -> list["Communicator"]:
+        """One communicator per device, all in this process (``ncclCommInitAll``)."""
+        if devices is None:
+            if _nccl.library_family() == "host":
+                raise NcclInvalid("init_all(None) counts GPUs; on the host backend pass the "
+                                  "number of ranks, e.g. init_all(4)")
+            from cuda.core import system
+
+            devices = range(system.get_num_devices())
+        elif isinstance(devices, int) and not isinstance(devices, bool):
+            devices = range(devices)
+        elif not isinstance(devices, (list, tuple, range)):
+            raise TypeError("devices must be an integer, sequence of integers, or None, "
+                            f"got {type(devices).__name__}")
+        devlist = [int(d) for d in devices]
+        if not devlist:
+            return []
+        return [cls(p) for p in _b.comm_init_all(len(devlist), devlist)]
+
+    def initialize(self, nranks: int, rank: int, unique_id: Any,
+                   config: NCCLConfig | None = None) -> None:
+        """Create the communicator in place (``ncclCommInitRankScalable``)."""
+        if self.ptr:
+            raise NcclInvalid("Communicator is already initialized")
+        if isinstance(unique_id, (list, tuple)):
+            ids = list(unique_id)
+        elif isinstance(unique_id, (UniqueId, _b.UniqueId, bytes, bytearray, memoryview)):
+            ids = [unique_id]
+        else:
+            raise NcclInvalid("unique_id must be a UniqueId or a sequence of UniqueIds")
+        if not ids:
+            raise NcclInvalid("unique_id must be a UniqueId or a sequence of UniqueIds")
+        blob = bytearray(b"".join(_uid_bytes(u) for u in ids))
+        _b.comm_init_rank_scalable(self._comm_address, nranks, rank, len(ids), blob,
+                                   _cfg_ptr(config))
+        self._reset()
+
+    def _reset(self) -> None:
+        self._set_ptr(self.ptr)  # forget cached size/rank/device
+        self._comm_properties = None
+        self._cached_device = None
+
+    def _check_valid(self, operation: str) -> None:
+        if not self.ptr:
+            raise NcclInvalid(f"Cannot {operation}: Communicator not initialized")
+
+    def _child(self, fill) -> "Communicator":
+        newcomm = type(self)()
+        self._children_in_progress.append(newcomm)  # a non-blocking child fills in later
+        fill(newcomm._comm_address)
+        newcomm._reset()
+        return newcomm
+
+    def split(self, color: int | None = None, key: int = 0,
+              config: NCCLConfig | None = None) -> "Communicator":
+        """Split by ``color`` (ordered by ``key``); ``color=None`` opts out and
+        returns a null communicator."""
+        self._check_valid("split")
+        c = -1 if color is None else int(color)
+        return self._child(lambda out: _b.comm_split(self.ptr, c, int(key), out, _cfg_ptr(config)))
+
+    def shrink(self, exclude_ranks: Sequence[int] | None = None, config: NCCLConfig | None = None,
+               flag: CommShrinkFlag = CommShrinkFlag.DEFAULT) -> "Communicator":
+        """A new communicator without ``exclude_ranks``."""
+        self._check_valid("shrink")
+        ranks = [int(r) for r in (exclude_ranks or [])]
+        return self._child(lambda out: _b.comm_shrink(self.ptr, ranks, len(ranks), out,
+                                                      _cfg_ptr(config), int(flag)))
+
+    def get_unique_id(self) -> UniqueId:
+        """This communicator's id for ``grow`` (``ncclCommGetUniqueId``)."""
+        self._check_valid("get unique id")
+        return UniqueId(_b.comm_get_unique_id(self.ptr))
+
+    def grow(self, nranks: int, unique_id: UniqueId | None = None, rank: int | None = None,
+             config: NCCLConfig | None = None) -> "Communicator":
+        """Grow to ``nranks``: existing ranks call it on their communicator with
+        ``rank=None``; new ranks call it on ``Communicator()`` with their rank."""
+        if rank is not None and self.ptr:
+            raise NcclInvalid("New ranks must use a null communicator (Communicator())")
+        if rank is None and not self.ptr:
+            raise NcclInvalid("Existing ranks must use an initialized communicator")
+        uid = UniqueId.from_bytes(_uid_bytes(unique_id)) if unique_id is not None else None
+        return self._child(lambda out: _b.comm_grow(
+            self.ptr, int(nranks), uid.ptr if uid else 0, -1 if rank is None else int(rank), out,
+            _cfg_ptr(config)))
+
+    # --------------------------------------------------------- life cycle
+
+    def destroy(self) -> None:
+        """Close every tracked resource, then ``ncclCommDestroy``; null afterwards."""
+        self.close_all_resources()
+        if self.ptr:
+            ptr = self.ptr
+            self._set_ptr(0)
+            _b.comm_destroy(ptr)
+
+    def abort(self) -> None:
+        """Like ``destroy`` but ``ncclCommAbort``: for use after an error."""
+        self.close_all_resources()
+        if self.ptr:
+            ptr = self.ptr
+            self._set_ptr(0)
+            _b.comm_abort(ptr)
+
+    def finalize(self) -> None:
+        if self.ptr:
+            _b.comm_finalize(self.ptr)
+
+    def revoke(self, flags: int = 0) -> None:
+        self._check_valid("revoke")
+        _b.comm_revoke(self.ptr, int(flags))
+
+    def suspend(self, flags: CommSuspendFlag = CommSuspendFlag.MEM) -> None:
+        self._check_valid("suspend")
+        _b.comm_suspend(self.ptr, int(flags))
+
+    def resume(self) -> None:
+        self._check_valid("resume")
+        _b.comm_resume(self.ptr)
+
+    def close_all_resources(self) -> None:
+        """Close every resource this communicator tracks (errors are ignored)."""
+        resources, self._resources = self._resources, []
+        for r in reversed(resources):
+            try:
+                r.close()
+            except Exception:
+                pass
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.destroy()
+        else:
+            self.abort()
+
+    # ------------------------------------------------------------ queries
+
+    def get_last_error(self) -> str:
+        return _b.get_last_error(self.ptr)
+
+    def get_async_error(self):
+        self._check_valid("get async error")
+        v = _b.comm_get_async_error(self.ptr)
+        if v != _b.Result.InProgress:
+            self._children_in_progress.clear()
+        try:
+            return _b.Result(v)
+        except ValueError:
+            return v
+
+    def get_mem_stat(self, stat) -> int:
+        self._check_valid("get memory statistics")
+        return _b.comm_mem_stats(self.ptr, int(stat))
+
+    @property
+    def nranks(self) -> int:
+        self._check_valid("get nranks")
+        return self._info()[0]
+
+    @property
+    def rank(self) -> int:
+        self._check_valid("get rank")
+        return self._info()[1]
+
+    @property
+    def device(self):
+        """The communicator's device: a cuda.core ``Device`` on GPUs, a
+        :class:`CPUDevice` on the host backend."""
+        self._check_valid("get device")
+        if self._cached_device is None:
+            _, _, dev_type, dev_id = self._info()
+            if dev_type == _DEV_CPU:
+                self._cached_device = CPUDevice()
+            else:
+                try:
+                    from cuda.core import Device
+                except ImportError:
+                    raise NotImplementedError(
+                        f"Communicator.device returns a cuda.core Device: install cuda-core "
+                        f"(the communicator is on GPU {dev_id})") from None
+                self._cached_device = Device(dev_id)
+        return self._cached_device
+
+    def _properties(self):
+        if self._comm_properties is None:
+            self._check_valid("query properties")
+            self._comm_properties = _b.comm_query_properties(self.ptr)
+        return self._comm_properties
+
+    cuda_dev = property(lambda self: self._properties().cuda_dev)
+    nvml_dev = property(lambda self: self._properties().nvml_dev)
+    device_api_support = property(lambda self: bool(self._properties().device_api_support))
+    multimem_support = property(lambda self: bool(self._properties().multimem_support))
+    host_rma_support = property(lambda self: bool(self._properties().host_rma_support))
+    n_lsa_teams = property(lambda self: self._properties().n_lsa_teams)
+    gin_type = property(lambda self: NcclGinType(self._properties().gin_type))
+    railed_gin_type = property(lambda self: NcclGinType(self._properties().railed_gin_type))
+
+    def __repr__(self) -> str:
+        if not self.ptr:
+            return "<Communicator: null (ptr=0)>"
+        try:
+            n, r, dev_type, dev_id = self._info()
+            family = _nccl.library_family()
+        except Exception:
+            return f"<Communicator: ptr={self.ptr:#x}>"
+        where = "host" if dev_type == _DEV_CPU else f"device {dev_id}"
+        backend = {"host": "host backend", "rccl": "RCCL", "nccl": "NCCL"}[family]
+        return f"<Communicator: rank={r}/{n}, {where}, {backend}, ptr={self.ptr:#x}>"
+
+    # -------------------------------------------------------- resources
+
+    def _track(self, res: CommResource) -> CommResource:
+        self._resources.append(res)
+        return res
+
+    def _resolve(self, buffer: Any, name: str = "buffer"):
+        ptr, count, dtype, _dev_type, _dev_id, _ro = _nccl.resolve_buffer(buffer, name)
+        return ptr, count, NcclDataType(dtype)
+
+    def register_buffer(self, buffer: Any) -> RegisteredBufferHandle:
+        """Register ``buffer`` with the communicator (``ncclCommRegister``)."""
+        self._check_valid("register buffer")
+        ptr, count, dtype = self._resolve(buffer)
+        return self._track(RegisteredBufferHandle(self.ptr, ptr, count * dtype.itemsize))
+
+    def register_window(self, buffer: Any,
+                        flags: WindowFlag | None = None) -> RegisteredWindowHandle | None:
+        """Register a window (``ncclCommWindowRegister``); None when the
+        library gave no handle (e.g. registration deferred in a group)."""
+        self._check_valid("register window")
+        ptr, count, dtype = self._resolve(buffer)
+        handle = RegisteredWindowHandle(self.ptr, ptr, count * dtype.itemsize, flags)
+        if handle.handle == 0 and self.get_async_error() == _b.Result.Success:
+            handle.close()
+            return None
+        return self._track(handle)
+
+    def create_pre_mul_sum(self, scalar: Any, datatype: Any = None) -> CustomRedOp:
+        """A PreMulSum op: ``sum(scalar * x)``.  An int/float or a 1-element
+        NumPy array is read now (host immediate); any other buffer is a
+        1-element scalar read when the collective runs."""
+        self._check_valid("create PreMulSum")
+        import numpy as np
+
+        dt = NcclDataType(datatype) if datatype is not None else None
+        if isinstance(scalar, (int, float)) and not isinstance(scalar, bool):
+            arr = np.array([scalar], dtype=dt.numpy_dtype if dt is not None else None)
+            dt = dt if dt is not None else NcclDataType(arr.dtype)
+            op = CustomRedOp(self.ptr, arr.ctypes.data, dt, _b.ScalarResidence.HostImmediate)
+            op._scalar_array = arr
+            return self._track(op)
+        if isinstance(scalar, np.ndarray):
+            if scalar.size != 1:
+                raise NcclInvalid(f"NumPy array must contain exactly 1 element for scalar, got "
+                                  f"{scalar.size} elements")
+            arr = np.ascontiguousarray(scalar.reshape(1))
+            if dt is not None and NcclDataType(arr.dtype) != dt:
+                arr = arr.astype(dt.numpy_dtype)
+            dt = dt if dt is not None else NcclDataType(arr.dtype)
+            op = CustomRedOp(self.ptr, arr.ctypes.data, dt, _b.ScalarResidence.HostImmediate)
+            op._scalar_array = arr
+            return self._track(op)
+        try:
+            ptr, count, bdt = self._resolve(scalar, "scalar")
+        except (TypeError, ValueError) as e:
+            raise NcclInvalid(f"scalar must be int, float, numpy.ndarray, or NcclSupportedBuffer, "
+                              f"got {type(scalar).__name__}: {e}") from None
+        if count != 1:
+            raise NcclInvalid(f"Device buffer must contain exactly 1 element for scalar, got "
+                              f"{count} elements")
+        if dt is not None and dt != bdt:
+            raise NcclInvalid(f"Device buffer datatype {bdt.name} doesn't match requested "
+                              f"datatype {dt.name}")
+        op = CustomRedOp(self.ptr, ptr, bdt, _b.ScalarResidence.Device)
+        op._scalar_array = scalar  # read at every use: keep it alive
+        return self._track(op)
+
+    def create_dev_comm(self, requirements: NCCLDevCommRequirements | None = None) -> DevCommResource:
+        self._check_valid("create device communicator")
+        reqs = requirements if requirements is not None else NCCLDevCommRequirements()
+        return self._track(DevCommResource(self.ptr, reqs.ptr))
+
+    # ------------------------------------------------------------ signals
+
+    def signal(self, peer: int, signal_index: int = 0, context: int = 0, flags: int = 0, *,
+               stream: Any = None) -> None:
+        self._check_valid("signal")
+        _b.signal(peer, signal_index, context, flags, self.ptr, _nccl.resolve_stream(stream))
+
+    def put_signal(self, local_buffer: Any, peer: int, peer_window: RegisteredWindowHandle,
+                   peer_window_offset: int = 0, signal_index: int = 0, context: int = 0,
+                   flags: int = 0, *, stream: Any = None) -> None:
+        """Put ``local_buffer`` into the peer's window at ``peer_window_offset``
+        elements, then signal."""
+        self._check_valid("put signal")
+        ptr, count, dtype = self._resolve(local_buffer, "local_buffer")
+        _b.put_signal(ptr, count, int(dtype), peer, peer_window.handle,
+                      peer_window_offset * dtype.itemsize, signal_index, context, flags, self.ptr,
+                      _nccl.resolve_stream(stream))
+
+    def wait_signal(self, descs: WaitSignalDesc | Sequence[WaitSignalDesc], *,
+                    stream: Any = None) -> None:
+        self._check_valid("wait signal")
+        items = [descs] if isinstance(descs, WaitSignalDesc) else list(descs)
+        _b.wait_signal(len(items), [d._lowpp for d in items], self.ptr,
+                       _nccl.resolve_stream(stream))

@@ -1,0 +1,1 @@
+"""Optional framework helpers: ``nccl.core.torch`` and ``nccl.core.cupy``."""

@@ -1,0 +1,71 @@
+"""PyTorch helpers (imported lazily as ``nccl.core.torch``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from nccl._errors import NcclInvalid
+
+from ..typing import NcclDataType
+
+__all__ = ["empty", "resolve_tensor"]
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise ModuleNotFoundError("PyTorch is not installed") from None
+    return torch
+
+
+def _dtype_map(torch) -> dict:
+    m = {torch.float16: NcclDataType.FLOAT16, torch.float32: NcclDataType.FLOAT32,
+         torch.float64: NcclDataType.FLOAT64, torch.bfloat16: NcclDataType.BFLOAT16,
+         torch.int8: NcclDataType.INT8, torch.int32: NcclDataType.INT32,
+         torch.int64: NcclDataType.INT64, torch.uint8: NcclDataType.UINT8,
+         torch.bool: NcclDataType.UINT8}
+    for name, dt in (("float8_e4m3fn", NcclDataType.FLOAT8E4M3),
+                     ("float8_e5m2", NcclDataType.FLOAT8E5M2),
+                     ("uint32", NcclDataType.UINT32), ("uint64", NcclDataType.UINT64)):
+        if hasattr(torch, name):
+            m[getattr(torch, name)] = dt
+    return m
+
+
+def resolve_tensor(tensor: Any) -> tuple[int, int, NcclDataType, int]:
+    """``(data_ptr, numel, NcclDataType, device index)`` of a tensor."""
+    torch = _torch()
+    if not isinstance(tensor, torch.Tensor):
+        raise NcclInvalid(f"expected a torch.Tensor, got {type(tensor).__name__}")
+    dt = _dtype_map(torch).get(tensor.dtype)
+    if dt is None:
+        raise NcclInvalid(f"Unsupported torch dtype {tensor.dtype} has no NCCL equivalent. "
+                          "NCCL does not support complex, int16, or quantized types.")
+    return tensor.data_ptr(), tensor.numel(), dt, tensor.device.index
+
+
+def empty(*size: Any, dtype: Any = None, device: Any = None, morder: str = "C"):
+    """A tensor in memory from ``ncclMemAlloc`` (CUDA/ROCm devices only)."""
+    torch = _torch()
+    from ..memory import mem_alloc
+
+    if morder not in ("C", "F"):
+        raise NcclInvalid(f"morder must be 'C' or 'F', got {morder!r}")
+    shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+    dtype = dtype or torch.get_default_dtype()
+    dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
+    if dev.type != "cuda":
+        raise NcclInvalid(f"NCCL tensors must be on CUDA device, got {dev}")
+    numel = 1
+    for s in shape:
+        numel *= int(s)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    buf = mem_alloc(max(numel * itemsize, 1), dev.index)
+    t = torch.from_dlpack(buf).view(dtype)[:numel]
+    if morder == "F":
+        strides, acc = [], 1
+        for s in shape:
+            strides.append(acc)
+            acc *= int(s)
+        return t.as_strided(shape, strides)
+    return t.view(shape)

@@ -1,0 +1,142 @@
+"""``mem_alloc`` / ``mem_free``: memory from ``ncclMemAlloc``.
+
+On a GPU library the memory is device memory returned as a cuda.core
+``Buffer`` (cuda.core must be installed).  On the host backend it is host
+memory returned as a :class:`HostBuffer`, usable wherever a buffer is.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+from nccl import _nccl
+from nccl import bindings as _b
+
+__all__ = ["mem_alloc", "mem_free", "HostBuffer"]
+
+
+class HostBuffer:
+    """``size`` bytes of host memory from the host backend's ``ncclMemAlloc``.
+
+    Exports a 1-D int8 view through DLPack and the buffer protocol of
+    ``.memoryview()``; ``close()`` (or ``mem_free``) returns it."""
+
+    def __init__(self, ptr: int, size: int):
+        self._ptr = int(ptr)
+        self._size = int(size)
+        self._array = (ctypes.c_int8 * max(self._size, 1)).from_address(self._ptr)
+
+    @property
+    def handle(self) -> int:
+        return self._ptr
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def device_id(self) -> int:
+        return -1
+
+    is_device_accessible = False
+    is_host_accessible = True
+
+    def memoryview(self) -> memoryview:
+        self._check()
+        return memoryview(self._array).cast("B")[: self._size]
+
+    def _check(self) -> None:
+        if not self._ptr:
+            raise RuntimeError("this buffer has been freed")
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None):
+        import numpy as np
+
+        self._check()
+        arr = np.frombuffer(self._array, dtype=np.int8, count=self._size)
+        kw = {} if max_version is None else {"max_version": max_version}
+        return arr.__dlpack__(**kw)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+    def close(self, stream: Any = None) -> None:
+        if self._ptr:
+            ptr, self._ptr = self._ptr, 0
+            _b.mem_free(ptr)
+
+    def __repr__(self) -> str:
+        return f"<HostBuffer: {self._size} bytes at {self._ptr:#x}>" if self._ptr else "<HostBuffer: freed>"
+
+
+_mr_cache = threading.local()
+
+
+def _memory_resource(device_id: int):
+    from cuda.core import MemoryResource  # noqa: F401  (import error explains itself)
+
+    cache = getattr(_mr_cache, "by_device", None)
+    if cache is None:
+        cache = _mr_cache.by_device = {}
+    if device_id not in cache:
+        cache[device_id] = _make_resource(device_id)
+    return cache[device_id]
+
+
+def _make_resource(device_id: int):
+    from cuda.core import Buffer, Device, MemoryResource
+
+    class NcclMemoryResource(MemoryResource):
+        """cuda.core memory resource backed by ncclMemAlloc / ncclMemFree."""
+
+        def __init__(self, dev: int):
+            self._dev = dev
+
+        def allocate(self, size, stream=None):
+            prev = Device()
+            Device(self._dev).set_current()
+            try:
+                ptr = _b.mem_alloc(size)
+            finally:
+                prev.set_current()
+            return Buffer.from_handle(ptr=ptr, size=size, mr=self)
+
+        def deallocate(self, ptr, size, stream=None):
+            _b.mem_free(int(ptr))
+
+        @property
+        def is_device_accessible(self):
+            return True
+
+        @property
+        def is_host_accessible(self):
+            return False
+
+        @property
+        def device_id(self):
+            return self._dev
+
+    return NcclMemoryResource(device_id)
+
+
+def mem_alloc(size: int, device: Any = None):
+    """Allocate ``size`` bytes with ``ncclMemAlloc`` (see the module doc)."""
+    if _nccl.library_family() == "host":
+        return HostBuffer(_b.mem_alloc(size), size)
+    try:
+        import cuda.core  # noqa: F401
+    except ImportError:
+        raise NotImplementedError(
+            "mem_alloc on a GPU library returns a cuda.core Buffer: install cuda-core") from None
+    from cuda.core import Device
+
+    dev = device if isinstance(device, int) else (Device().device_id if device is None
+                                                  else device.device_id)
+    return _memory_resource(dev).allocate(size)
+
+
+def mem_free(buf: Any) -> None:
+    """Free memory from :func:`mem_alloc` (same as ``buf.close()``)."""
+    buf.close()

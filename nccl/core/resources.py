@@ -1,0 +1,162 @@
+"""Resources owned by a communicator: registrations, windows, custom ops,
+device communicators.  Each is closed by ``close()`` or by the
+communicator's ``destroy()`` / ``abort()`` (which close all it tracks)."""
+from __future__ import annotations
+
+from nccl import bindings as _b
+from nccl._errors import NcclInvalid
+
+from .constants import WindowFlag
+from .typing import NcclDataType
+
+__all__ = ["RegisteredBufferHandle", "RegisteredWindowHandle", "CustomRedOp", "DevCommResource"]
+
+
+class CommResource:
+    """Base of the resources: created against a live communicator, closed once."""
+
+    def __init__(self, comm_ptr: int):
+        if not comm_ptr:
+            raise NcclInvalid("Invalid communicator: cannot create resource with communicator ptr=0")
+        self._comm = int(comm_ptr)
+        self._closed = False
+
+    def _check_valid(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} has been closed and is no longer valid")
+
+    @property
+    def is_valid(self) -> bool:
+        return not self._closed
+
+    def close(self) -> None:
+        """Release the resource; calling it again does nothing."""
+        if not self._closed:
+            self._closed = True
+            self._deallocate()
+
+    def _deallocate(self) -> None:  # pragma: no cover - every subclass overrides it
+        raise NotImplementedError
+
+
+class RegisteredBufferHandle(CommResource):
+    """A buffer registered with ``ncclCommRegister``."""
+
+    def __init__(self, comm_ptr: int, buffer_ptr: int, size: int):
+        super().__init__(comm_ptr)
+        self._size = int(size)
+        self._handle = _b.comm_register(self._comm, buffer_ptr, self._size)
+
+    @property
+    def handle(self) -> int:
+        self._check_valid()
+        return self._handle
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def _deallocate(self) -> None:
+        _b.comm_deregister(self._comm, self._handle)
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return "<RegisteredBufferHandle: closed>"
+        return f"<RegisteredBufferHandle: size={self._size}, handle={self._handle:#x}>"
+
+
+class RegisteredWindowHandle(CommResource):
+    """A window registered with ``ncclCommWindowRegister``."""
+
+    def __init__(self, comm_ptr: int, buffer_ptr: int, size: int, flags: WindowFlag | None = None):
+        super().__init__(comm_ptr)
+        self._size = int(size)
+        self._user_ptr = int(buffer_ptr)
+        self._box = _b.PointerBox()  # the library may fill it at group end
+        _b.comm_window_register(self._comm, self._user_ptr, self._size, self._box.address,
+                                int(WindowFlag.DEFAULT if flags is None else flags))
+
+    @property
+    def handle(self) -> int:
+        self._check_valid()
+        return self._box.ptr
+
+    @property
+    def is_valid(self) -> bool:
+        return not self._closed and self._box.ptr != 0
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def user_ptr(self) -> int:
+        return self._user_ptr
+
+    def get_lsa_multimem_device_pointer(self, offset: int = 0) -> int | None:
+        return _b.get_lsa_multimem_device_pointer(self.handle, offset) or None
+
+    def get_lsa_device_pointer(self, lsa_rank: int, offset: int = 0) -> int:
+        return _b.get_lsa_device_pointer(self.handle, offset, lsa_rank)
+
+    def get_peer_device_pointer(self, peer: int, offset: int = 0) -> int | None:
+        return _b.get_peer_device_pointer(self.handle, offset, peer) or None
+
+    def _deallocate(self) -> None:
+        if self._box.ptr:
+            _b.comm_window_deregister(self._comm, self._box.ptr)
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return "<RegisteredWindowHandle: closed>"
+        return f"<RegisteredWindowHandle: size={self._size}, handle={self._box.ptr:#x}>"
+
+
+class CustomRedOp(CommResource):
+    """A PreMulSum reduction op; pass it as ``op`` to reductions."""
+
+    def __init__(self, comm_ptr: int, scalar_ptr: int, datatype: NcclDataType, residence: int):
+        super().__init__(comm_ptr)
+        self._dtype = NcclDataType(datatype)
+        self._residence = _b.ScalarResidence(int(residence))
+        self._op = _b.red_op_create_pre_mul_sum(scalar_ptr, int(self._dtype), int(self._residence),
+                                                self._comm)
+        self._scalar_array = None  # host scalar kept alive by the Communicator
+
+    @property
+    def op(self) -> int:
+        self._check_valid()
+        return self._op
+
+    def __int__(self) -> int:
+        return self.op
+
+    __index__ = __int__
+
+    def _deallocate(self) -> None:
+        _b.red_op_destroy(self._op, self._comm)
+
+    def __repr__(self) -> str:
+        return (f"<CustomRedOp: type=PreMulSum, dtype={self._dtype.name}, "
+                f"residence={self._residence.name}, op={self._op}"
+                f"{', closed' if self._closed else ''}>")
+
+
+class DevCommResource(CommResource):
+    """A device communicator (``ncclDevCommCreate``)."""
+
+    def __init__(self, comm_ptr: int, requirements_ptr: int):
+        super().__init__(comm_ptr)
+        self._dev_comm = _b.dev_comm_create(self._comm, requirements_ptr)
+
+    @property
+    def dev_comm(self):
+        self._check_valid()
+        return self._dev_comm
+
+    @property
+    def ptr(self) -> int:
+        return self.dev_comm.ptr
+
+    def _deallocate(self) -> None:
+        _b.dev_comm_destroy(self._comm, self._dev_comm)

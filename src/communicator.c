@@ -1,0 +1,889 @@
+/*
+ * communicator.c - the C base of nccl.core.Communicator: the hot paths.
+ *
+ * `_CommunicatorBase` holds the ncclComm_t in a stable slot (so the 0.3-style
+ * out-parameter convention can write it directly, see `_comm_address`) and
+ * caches the communicator's size, rank and device.  Its collective and p2p
+ * methods do everything in C without returning to Python: argument parsing,
+ * buffer and stream resolution, validation with upstream nccl4py's messages,
+ * the library call with the GIL released, and the release of the buffers.
+ * Everything else of Communicator (life cycle, resources, properties) is in
+ * nccl/core/communicator.py, a Python subclass.
+ */
+#include "bindings.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    ncclComm_t comm;
+    int nranks;   /* -1: not known yet */
+    int rank;
+    int dev_type; /* DLPack device type of the communicator's memory */
+    int dev_id;
+} commobj;
+
+static const char *const dtype_names[] = {
+    "Int8", "Uint8", "Int32", "Uint32", "Int64", "Uint64", "Float16", "Float32", "Float64",
+    "Bfloat16", "Float8e4m3", "Float8e5m2"};
+
+static const char *
+dtype_name(int dt)
+{
+    return dt >= 0 && dt < (int)(sizeof dtype_names / sizeof dtype_names[0]) ? dtype_names[dt]
+                                                                              : "unknown";
+}
+
+static PyObject *
+invalid(PyObject *mod, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (msg != NULL) {
+        PyErr_SetObject(n4p_get_state(mod)->nccl_invalid, msg);
+        Py_DECREF(msg);
+    }
+    return NULL;
+}
+
+static void
+reset_cache(commobj *self)
+{
+    self->nranks = -1;
+    self->rank = -1;
+    self->dev_type = -1;
+    self->dev_id = -1;
+}
+
+static int
+check_valid(PyObject *mod, commobj *self, const char *op)
+{
+    if (self->comm == NULL) {
+        invalid(mod, "Cannot %s: Communicator not initialized", op);
+        return -1;
+    }
+    return 0;
+}
+
+/* Fill nranks, rank and the device from the library, once. */
+static int
+ensure_info(PyObject *mod, commobj *self)
+{
+    if (self->nranks >= 0)
+        return 0;
+    ncclCommCount_fn count = (ncclCommCount_fn)n4p_fn(mod, N4P_IDX_ncclCommCount);
+    ncclCommUserRank_fn user_rank = count ? (ncclCommUserRank_fn)n4p_fn(mod, N4P_IDX_ncclCommUserRank) : NULL;
+    if (user_rank == NULL)
+        return -1;
+    int n = -1, r = -1, dev = 0;
+    ncclResult_t rc;
+    int host = n4p_library_kind == N4P_LIB_HOST;
+    ncclCommCuDevice_fn cu = host ? NULL : (ncclCommCuDevice_fn)n4p_fns[N4P_IDX_ncclCommCuDevice];
+    Py_BEGIN_ALLOW_THREADS
+    rc = count(self->comm, &n);
+    if (rc == ncclSuccess)
+        rc = user_rank(self->comm, &r);
+    if (rc == ncclSuccess && cu != NULL)
+        rc = cu(self->comm, &dev);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(rc)) {
+        n4p_raise_status(mod, rc);
+        return -1;
+    }
+    self->nranks = n;
+    self->rank = r;
+    if (host) {
+        self->dev_type = N4P_DEV_CPU;
+        self->dev_id = 0;
+    } else {
+        self->dev_type = n4p_library_kind == N4P_LIB_RCCL ? N4P_DEV_ROCM : N4P_DEV_CUDA;
+        self->dev_id = dev;
+    }
+    return 0;
+}
+
+static int
+is_host_memory(int t)
+{
+    return t == N4P_DEV_CPU || t == N4P_DEV_CUDA_HOST || t == N4P_DEV_ROCM_HOST;
+}
+
+/* The buffer must live where the communicator works. */
+static int
+check_device(PyObject *mod, commobj *self, const n4p_buffer *b, const char *name)
+{
+    if (self->dev_type == N4P_DEV_CPU) {
+        if (!is_host_memory(b->device_type) && b->device_type != N4P_DEV_CUDA_MANAGED) {
+            invalid(mod, "%s is in GPU memory (DLPack device type %d, device %d), but this "
+                    "communicator runs on the host backend, which works on host (CPU) memory",
+                    name, b->device_type, b->device_id);
+            return -1;
+        }
+        return 0;
+    }
+    if (b->device_type == N4P_DEV_CPU) {
+        invalid(mod, "%s is a host (CPU) buffer, but communicator is on GPU device %d. "
+                "Buffers must be in device memory on the communicator's device.",
+                name, self->dev_id);
+        return -1;
+    }
+    if (b->device_id >= 0 && !is_host_memory(b->device_type) && b->device_id != self->dev_id) {
+        invalid(mod, "%s is on device %d, but communicator is on device %d. Buffers must be on "
+                "the same device as the communicator.", name, b->device_id, self->dev_id);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+resolve(PyObject *mod, commobj *self, PyObject *obj, const char *name, int writable,
+        n4p_buffer *b)
+{
+    if (n4p_buffer_resolve(mod, obj, name, writable, b) < 0)
+        return -1;
+    if (check_device(mod, self, b, name) < 0) {
+        n4p_buffer_release(b);
+        return -1;
+    }
+    return 0;
+}
+
+/* A reduction op: NcclRedOp / int, or a CustomRedOp (its __int__). */
+static int
+get_op(PyObject *o, int *op)
+{
+    if (PyLong_Check(o) || PyIndex_Check(o))
+        return n4p_arg_int(o, "op", op);
+    if (Py_TYPE(o)->tp_as_number != NULL && Py_TYPE(o)->tp_as_number->nb_int != NULL) {
+        PyObject *i = PyNumber_Long(o);
+        if (i == NULL)
+            return -1;
+        int rc = n4p_arg_int(i, "op", op);
+        Py_DECREF(i);
+        return rc;
+    }
+    PyErr_Format(PyExc_TypeError, "op must be an NcclRedOp, a CustomRedOp or an int, not %.100s",
+                 Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+static int
+get_rank_arg(PyObject *mod, commobj *self, PyObject *o, const char *what, int *out)
+{
+    if (n4p_arg_int(o, what, out) < 0)
+        return -1;
+    if (*out < 0 || *out >= self->nranks) {
+        invalid(mod, "%s %d is out of range for a communicator of %d ranks", what, *out,
+                self->nranks);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parse (positional up to npos, then keyword-only) into out[0..maxargs). */
+static int
+parse(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *fname,
+      const char *const *kw, Py_ssize_t minargs, Py_ssize_t npos, Py_ssize_t maxargs,
+      PyObject **out)
+{
+    if (nargs > npos) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional arguments (%zd given)",
+                     fname, npos, nargs);
+        return -1;
+    }
+    return n4p_parse_args(args, nargs, kwnames, fname, kw, minargs, maxargs, out) < 0 ? -1 : 0;
+}
+
+static int
+get_stream(PyObject *mod, PyObject *o, cudaStream_t *out)
+{
+    void *s = NULL;
+    if (o != NULL && n4p_stream_resolve(mod, o, &s) < 0)
+        return -1;
+    *out = (cudaStream_t)s;
+    return 0;
+}
+
+static PyObject *
+finish(PyObject *mod, ncclResult_t r)
+{
+    return n4p_status_none(mod, r);
+}
+
+#define METHOD_ARGS \
+    commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
+
+#define PROLOGUE(opname)                                                                       \
+    PyObject *mod = PyType_GetModule(cls);                                                     \
+    if (mod == NULL)                                                                           \
+        return NULL;                                                                           \
+    if (check_valid(mod, self, opname) < 0 || ensure_info(mod, self) < 0)                      \
+        return NULL
+
+#define CALL(expr)                                                                             \
+    do {                                                                                       \
+        Py_BEGIN_ALLOW_THREADS r = (expr);                                                     \
+        Py_END_ALLOW_THREADS                                                                   \
+    } while (0)
+
+static int
+same_dtype(PyObject *mod, const n4p_buffer *s, const n4p_buffer *r)
+{
+    if (s->dtype != r->dtype) {
+        invalid(mod, "Dtype mismatch: sendbuf has dtype %s, recvbuf has dtype %s",
+                dtype_name(s->dtype), dtype_name(r->dtype));
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ reductions */
+
+static PyObject *
+reduce_impl(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvobj, PyObject *opobj,
+            PyObject *rootobj, PyObject *streamobj)
+{
+    int op, root = -1;
+    cudaStream_t stream;
+    if (get_op(opobj, &op) < 0 || get_stream(mod, streamobj, &stream) < 0)
+        return NULL;
+    if (rootobj != NULL && rootobj != Py_None &&
+        get_rank_arg(mod, self, rootobj, "root", &root) < 0)
+        return NULL;
+    n4p_buffer s = {0}, rb = {0};
+    if (resolve(mod, self, sendobj, "sendbuf", 0, &s) < 0)
+        return NULL;
+    int have_recv = root < 0 || root == self->rank;
+    PyObject *res = NULL;
+    if (have_recv) {
+        if (resolve(mod, self, recvobj, "recvbuf", 1, &rb) < 0)
+            goto out_s;
+        if (same_dtype(mod, &s, &rb) < 0)
+            goto out_r;
+        if (rb.count < s.count) {
+            invalid(mod, "Buffer count mismatch: recvbuf must have at least %zu elements, got %zu",
+                    s.count, rb.count);
+            goto out_r;
+        }
+    }
+    ncclResult_t r;
+    if (root < 0) {
+        ncclAllReduce_fn fn = (ncclAllReduce_fn)n4p_fn(mod, N4P_IDX_ncclAllReduce);
+        if (fn == NULL)
+            goto out_r;
+        CALL(fn(s.ptr, rb.ptr, s.count, (ncclDataType_t)s.dtype, (ncclRedOp_t)op, self->comm, stream));
+    } else {
+        ncclReduce_fn fn = (ncclReduce_fn)n4p_fn(mod, N4P_IDX_ncclReduce);
+        if (fn == NULL)
+            goto out_r;
+        CALL(fn(s.ptr, have_recv ? rb.ptr : NULL, s.count, (ncclDataType_t)s.dtype,
+                (ncclRedOp_t)op, root, self->comm, stream));
+    }
+    res = finish(mod, r);
+out_r:
+    if (have_recv)
+        n4p_buffer_release(&rb);
+out_s:
+    n4p_buffer_release(&s);
+    return res;
+}
+
+static PyObject *
+c_allreduce(METHOD_ARGS)
+{
+    static const char *const kw[] = {"sendbuf", "recvbuf", "op", "stream", NULL};
+    PyObject *a[4];
+    PROLOGUE("allreduce");
+    if (parse(args, nargs, kwnames, "allreduce", kw, 3, 4, 4, a) < 0)
+        return NULL;
+    return reduce_impl(mod, self, a[0], a[1], a[2], NULL, a[3]);
+}
+
+static PyObject *
+c_reduce(METHOD_ARGS)
+{
+    static const char *const kw[] = {"sendbuf", "recvbuf", "op", "root", "stream", NULL};
+    PyObject *a[5];
+    PROLOGUE("reduce");
+    if (parse(args, nargs, kwnames, "reduce", kw, 3, 4, 5, a) < 0)
+        return NULL;
+    return reduce_impl(mod, self, a[0], a[1], a[2], a[3], a[4]);
+}
+
+static PyObject *
+c_reduce_scatter(METHOD_ARGS)
+{
+    static const char *const kw[] = {"sendbuf", "recvbuf", "op", "stream", NULL};
+    PyObject *a[4];
+    PROLOGUE("reduce_scatter");
+    if (parse(args, nargs, kwnames, "reduce_scatter", kw, 3, 3, 4, a) < 0)
+        return NULL;
+    int op;
+    cudaStream_t stream;
+    if (get_op(a[2], &op) < 0 || get_stream(mod, a[3], &stream) < 0)
+        return NULL;
+    n4p_buffer s = {0}, rb = {0};
+    PyObject *res = NULL;
+    if (resolve(mod, self, a[0], "sendbuf", 0, &s) < 0)
+        return NULL;
+    if (resolve(mod, self, a[1], "recvbuf", 1, &rb) < 0)
+        goto out_s;
+    size_t per = s.count / (size_t)self->nranks;
+    if (same_dtype(mod, &s, &rb) < 0)
+        goto out;
+    if (per < 1) {
+        invalid(mod, "sendbuf must have at least %d elements (nranks), got %zu", self->nranks, s.count);
+        goto out;
+    }
+    if (rb.count < per) {
+        invalid(mod, "recvbuf must have at least %zu elements (sendcount / nranks), got %zu", per,
+                rb.count);
+        goto out;
+    }
+    ncclReduceScatter_fn fn = (ncclReduceScatter_fn)n4p_fn(mod, N4P_IDX_ncclReduceScatter);
+    if (fn == NULL)
+        goto out;
+    ncclResult_t r;
+    CALL(fn(s.ptr, rb.ptr, per, (ncclDataType_t)s.dtype, (ncclRedOp_t)op, self->comm, stream));
+    res = finish(mod, r);
+out:
+    n4p_buffer_release(&rb);
+out_s:
+    n4p_buffer_release(&s);
+    return res;
+}
+
+/* ---------------------------------------------------------- data movement */
+
+static PyObject *
+c_broadcast(METHOD_ARGS)
+{
+    static const char *const kw[] = {"sendbuf", "recvbuf", "root", "stream", NULL};
+    PyObject *a[4];
+    PROLOGUE("broadcast");
+    if (parse(args, nargs, kwnames, "broadcast", kw, 3, 3, 4, a) < 0)
+        return NULL;
+    int root;
+    cudaStream_t stream;
+    if (get_rank_arg(mod, self, a[2], "root", &root) < 0 || get_stream(mod, a[3], &stream) < 0)
+        return NULL;
+    n4p_buffer s = {0}, rb = {0};
+    int is_root = root == self->rank;
+    PyObject *res = NULL;
+    if (resolve(mod, self, a[1], "recvbuf", 1, &rb) < 0)
+        return NULL;
+    if (is_root) {
+        if (resolve(mod, self, a[0], "sendbuf", 0, &s) < 0)
+            goto out_r;
+        if (same_dtype(mod, &s, &rb) < 0)
+            goto out;
+        if (rb.count != s.count) {
+            invalid(mod, "Buffer count mismatch: recvbuf must have exactly %zu elements, got %zu",
+                    s.count, rb.count);
+            goto out;
+        }
+    }
+    ncclBroadcast_fn fn = (ncclBroadcast_fn)n4p_fn(mod, N4P_IDX_ncclBroadcast);
+    if (fn == NULL)
+        goto out;
+    ncclResult_t r;
+    CALL(fn(is_root ? s.ptr : NULL, rb.ptr, rb.count, (ncclDataType_t)rb.dtype, root, self->comm,
+            stream));
+    res = finish(mod, r);
+out:
+    if (is_root)
+        n4p_buffer_release(&s);
+out_r:
+    n4p_buffer_release(&rb);
+    return res;
+}
+
+static PyObject *
+gather_impl(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvobj, PyObject *rootobj,
+            PyObject *streamobj)
+{
+    int root = -1;
+    cudaStream_t stream;
+    if (get_stream(mod, streamobj, &stream) < 0)
+        return NULL;
+    if (rootobj != NULL && rootobj != Py_None &&
+        get_rank_arg(mod, self, rootobj, "root", &root) < 0)
+        return NULL;
+    n4p_buffer s = {0}, rb = {0};
+    if (resolve(mod, self, sendobj, "sendbuf", 0, &s) < 0)
+        return NULL;
+    int have_recv = root < 0 || root == self->rank;
+    PyObject *res = NULL;
+    if (have_recv) {
+        if (resolve(mod, self, recvobj, "recvbuf", 1, &rb) < 0)
+            goto out_s;
+        if (same_dtype(mod, &s, &rb) < 0)
+            goto out_r;
+        size_t need = (size_t)self->nranks * s.count;
+        if (rb.count < need) {
+            invalid(mod, "Buffer count mismatch: recvbuf must have at least %zu elements "
+                    "(nranks * sendcount), got %zu", need, rb.count);
+            goto out_r;
+        }
+    }
+    ncclResult_t r;
+    if (root < 0) {
+        ncclAllGather_fn fn = (ncclAllGather_fn)n4p_fn(mod, N4P_IDX_ncclAllGather);
+        if (fn == NULL)
+            goto out_r;
+        CALL(fn(s.ptr, rb.ptr, s.count, (ncclDataType_t)s.dtype, self->comm, stream));
+    } else {
+        ncclGather_fn fn = (ncclGather_fn)n4p_fn(mod, N4P_IDX_ncclGather);
+        if (fn == NULL)
+            goto out_r;
+        CALL(fn(s.ptr, have_recv ? rb.ptr : NULL, s.count, (ncclDataType_t)s.dtype, root,
+                self->comm, stream));
+    }
+    res = finish(mod, r);
+out_r:
+    if (have_recv)
+        n4p_buffer_release(&rb);
+out_s:
+    n4p_buffer_release(&s);
+    return res;
+}
+
+static PyObject *
+c_allgather(METHOD_ARGS)
+{
+    static const char *const kw[] = {"sendbuf", "recvbuf", "stream", NULL};
+    PyObject *a[3];
+    PROLOGUE("allgather");
+    if (parse(args, nargs, kwnames, "allgather", kw, 2, 3, 3, a) < 0)
+        return NULL;
+    return gather_impl(mod, self, a[0], a[1], NULL, a[2]);
+}
+
+static PyObject *
+c_gather(METHOD_ARGS)
+{
+    static const char *const kw[] = {"sendbuf", "recvbuf", "root", "stream", NULL};
+    PyObject *a[4];
+    PROLOGUE("gather");
+    if (parse(args, nargs, kwnames, "gather", kw, 2, 3, 4, a) < 0)
+        return NULL;
+    return gather_impl(mod, self, a[0], a[1], a[2], a[3]);
+}
+
+static PyObject *
+c_alltoall(METHOD_ARGS)
+{
+    static const char *const kw[] = {"sendbuf", "recvbuf", "stream", NULL};
+    PyObject *a[3];
+    PROLOGUE("alltoall");
+    if (parse(args, nargs, kwnames, "alltoall", kw, 2, 2, 3, a) < 0)
+        return NULL;
+    cudaStream_t stream;
+    if (get_stream(mod, a[2], &stream) < 0)
+        return NULL;
+    n4p_buffer s = {0}, rb = {0};
+    PyObject *res = NULL;
+    if (resolve(mod, self, a[0], "sendbuf", 0, &s) < 0)
+        return NULL;
+    if (resolve(mod, self, a[1], "recvbuf", 1, &rb) < 0)
+        goto out_s;
+    size_t per = s.count / (size_t)self->nranks;
+    if (same_dtype(mod, &s, &rb) < 0)
+        goto out;
+    if (per < 1) {
+        invalid(mod, "sendbuf must have at least %d elements (nranks), got %zu", self->nranks, s.count);
+        goto out;
+    }
+    if (rb.count < s.count) {
+        invalid(mod, "Buffer count mismatch: recvbuf must have at least %zu elements "
+                "(nranks * count), got %zu", s.count, rb.count);
+        goto out;
+    }
+    ncclAlltoAll_fn fn = (ncclAlltoAll_fn)n4p_fn(mod, N4P_IDX_ncclAlltoAll);
+    if (fn == NULL)
+        goto out;
+    ncclResult_t r;
+    CALL(fn(s.ptr, rb.ptr, per, (ncclDataType_t)s.dtype, self->comm, stream));
+    res = finish(mod, r);
+out:
+    n4p_buffer_release(&rb);
+out_s:
+    n4p_buffer_release(&s);
+    return res;
+}
+
+static PyObject *
+c_scatter(METHOD_ARGS)
+{
+    static const char *const kw[] = {"sendbuf", "recvbuf", "root", "stream", NULL};
+    PyObject *a[4];
+    PROLOGUE("scatter");
+    if (parse(args, nargs, kwnames, "scatter", kw, 3, 3, 4, a) < 0)
+        return NULL;
+    int root;
+    cudaStream_t stream;
+    if (get_rank_arg(mod, self, a[2], "root", &root) < 0 || get_stream(mod, a[3], &stream) < 0)
+        return NULL;
+    n4p_buffer s = {0}, rb = {0};
+    int is_root = root == self->rank;
+    PyObject *res = NULL;
+    if (resolve(mod, self, a[1], "recvbuf", 1, &rb) < 0)
+        return NULL;
+    if (is_root) {
+        if (resolve(mod, self, a[0], "sendbuf", 0, &s) < 0)
+            goto out_r;
+        size_t per = s.count / (size_t)self->nranks;
+        if (same_dtype(mod, &s, &rb) < 0)
+            goto out;
+        if (per < 1) {
+            invalid(mod, "sendbuf must have at least %d elements (nranks), got %zu", self->nranks,
+                    s.count);
+            goto out;
+        }
+        if (rb.count != per) {
+            invalid(mod, "recvbuf must have exactly %zu elements (sendcount / nranks), got %zu",
+                    per, rb.count);
+            goto out;
+        }
+    }
+    ncclScatter_fn fn = (ncclScatter_fn)n4p_fn(mod, N4P_IDX_ncclScatter);
+    if (fn == NULL)
+        goto out;
+    ncclResult_t r;
+    CALL(fn(is_root ? s.ptr : NULL, rb.ptr, rb.count, (ncclDataType_t)rb.dtype, root, self->comm,
+            stream));
+    res = finish(mod, r);
+out:
+    if (is_root)
+        n4p_buffer_release(&s);
+out_r:
+    n4p_buffer_release(&rb);
+    return res;
+}
+
+/* ------------------------------------------------------------------- p2p */
+
+static PyObject *
+p2p_impl(PyObject *mod, commobj *self, PyObject *const *args, Py_ssize_t nargs,
+         PyObject *kwnames, int is_send)
+{
+    static const char *const kws[] = {"sendbuf", "peer", "stream", NULL};
+    static const char *const kwr[] = {"recvbuf", "peer", "stream", NULL};
+    const char *fname = is_send ? "send" : "recv";
+    PyObject *a[3];
+    if (parse(args, nargs, kwnames, fname, is_send ? kws : kwr, 2, 2, 3, a) < 0)
+        return NULL;
+    int peer;
+    cudaStream_t stream;
+    if (get_rank_arg(mod, self, a[1], "peer", &peer) < 0 || get_stream(mod, a[2], &stream) < 0)
+        return NULL;
+    n4p_buffer b = {0};
+    if (resolve(mod, self, a[0], is_send ? "sendbuf" : "recvbuf", !is_send, &b) < 0)
+        return NULL;
+    PyObject *res = NULL;
+    ncclResult_t r;
+    if (is_send) {
+        ncclSend_fn fn = (ncclSend_fn)n4p_fn(mod, N4P_IDX_ncclSend);
+        if (fn != NULL) {
+            CALL(fn(b.ptr, b.count, (ncclDataType_t)b.dtype, peer, self->comm, stream));
+            res = finish(mod, r);
+        }
+    } else {
+        ncclRecv_fn fn = (ncclRecv_fn)n4p_fn(mod, N4P_IDX_ncclRecv);
+        if (fn != NULL) {
+            CALL(fn(b.ptr, b.count, (ncclDataType_t)b.dtype, peer, self->comm, stream));
+            res = finish(mod, r);
+        }
+    }
+    n4p_buffer_release(&b);
+    return res;
+}
+
+static PyObject *
+c_send(METHOD_ARGS)
+{
+    PROLOGUE("send");
+    return p2p_impl(mod, self, args, nargs, kwnames, 1);
+}
+
+static PyObject *
+c_recv(METHOD_ARGS)
+{
+    PROLOGUE("recv");
+    return p2p_impl(mod, self, args, nargs, kwnames, 0);
+}
+
+/* ------------------------------------------------------------ RCCL extras */
+
+static PyObject *
+c_allreduce_with_bias(METHOD_ARGS)
+{
+    static const char *const kw[] = {"sendbuf", "recvbuf", "op", "bias", "stream", NULL};
+    PyObject *a[5];
+    PROLOGUE("allreduce_with_bias");
+    if (parse(args, nargs, kwnames, "allreduce_with_bias", kw, 4, 4, 5, a) < 0)
+        return NULL;
+    ncclAllReduceWithBias_fn fn = (ncclAllReduceWithBias_fn)n4p_fn(mod, N4P_IDX_ncclAllReduceWithBias);
+    if (fn == NULL)
+        return NULL;
+    int op;
+    cudaStream_t stream;
+    if (get_op(a[2], &op) < 0 || get_stream(mod, a[4], &stream) < 0)
+        return NULL;
+    n4p_buffer s = {0}, rb = {0}, bias = {0};
+    PyObject *res = NULL;
+    if (resolve(mod, self, a[0], "sendbuf", 0, &s) < 0)
+        return NULL;
+    if (resolve(mod, self, a[1], "recvbuf", 1, &rb) < 0)
+        goto out_s;
+    if (resolve(mod, self, a[3], "bias", 0, &bias) < 0)
+        goto out_r;
+    if (same_dtype(mod, &s, &rb) < 0)
+        goto out;
+    if (bias.dtype != s.dtype) {
+        invalid(mod, "Dtype mismatch: sendbuf has dtype %s, bias has dtype %s",
+                dtype_name(s.dtype), dtype_name(bias.dtype));
+        goto out;
+    }
+    if (rb.count < s.count || bias.count < s.count) {
+        invalid(mod, "Buffer count mismatch: recvbuf and bias must have at least %zu elements, "
+                "got %zu and %zu", s.count, rb.count, bias.count);
+        goto out;
+    }
+    ncclResult_t r;
+    CALL(fn(s.ptr, rb.ptr, s.count, (ncclDataType_t)s.dtype, (ncclRedOp_t)op, self->comm, stream,
+            bias.ptr));
+    res = finish(mod, r);
+out:
+    n4p_buffer_release(&bias);
+out_r:
+    n4p_buffer_release(&rb);
+out_s:
+    n4p_buffer_release(&s);
+    return res;
+}
+
+/* counts/displacements: one per rank, non-negative; extents within the buffer */
+static int
+get_layout(PyObject *mod, commobj *self, PyObject *counts, PyObject *displs, const char *cname,
+           const char *dname, const char *bufname, size_t bufcount, size_t **c, size_t **d)
+{
+    Py_ssize_t nc, nd;
+    int oc, od;
+    *c = *d = NULL;
+    if (counts == Py_None || displs == Py_None || PyLong_Check(counts) || PyLong_Check(displs)) {
+        invalid(mod, "%s and %s must be sequences of one int per rank", cname, dname);
+        return -1;
+    }
+    if (n4p_arg_size_array(counts, cname, c, &nc, &oc) < 0)
+        return -1;
+    if (n4p_arg_size_array(displs, dname, d, &nd, &od) < 0) {
+        PyMem_Free(*c);
+        *c = NULL;
+        return -1;
+    }
+    if (nc != self->nranks || nd != self->nranks) {
+        invalid(mod, "%s and %s must have one entry per rank (%d), got %zd and %zd", cname, dname,
+                self->nranks, nc, nd);
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        if ((*c)[i] > bufcount || (*d)[i] > bufcount - (*c)[i]) {
+            invalid(mod, "%s[%zd] + %s[%zd] = %zu exceeds %s's %zu elements", dname, i, cname, i,
+                    (*d)[i] + (*c)[i], bufname, bufcount);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    PyMem_Free(*c);
+    PyMem_Free(*d);
+    *c = *d = NULL;
+    return -1;
+}
+
+static PyObject *
+c_alltoallv(METHOD_ARGS)
+{
+    static const char *const kw[] = {"sendbuf", "sendcounts", "sdispls", "recvbuf", "recvcounts",
+                                     "rdispls", "stream", NULL};
+    PyObject *a[7];
+    PROLOGUE("alltoallv");
+    if (parse(args, nargs, kwnames, "alltoallv", kw, 6, 6, 7, a) < 0)
+        return NULL;
+    ncclAllToAllv_fn fn = (ncclAllToAllv_fn)n4p_fn(mod, N4P_IDX_ncclAllToAllv);
+    if (fn == NULL)
+        return NULL;
+    cudaStream_t stream;
+    if (get_stream(mod, a[6], &stream) < 0)
+        return NULL;
+    n4p_buffer s = {0}, rb = {0};
+    size_t *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
+    PyObject *res = NULL;
+    if (resolve(mod, self, a[0], "sendbuf", 0, &s) < 0)
+        return NULL;
+    if (resolve(mod, self, a[3], "recvbuf", 1, &rb) < 0)
+        goto out_s;
+    if (same_dtype(mod, &s, &rb) < 0 ||
+        get_layout(mod, self, a[1], a[2], "sendcounts", "sdispls", "sendbuf", s.count, &sc, &sd) < 0 ||
+        get_layout(mod, self, a[4], a[5], "recvcounts", "rdispls", "recvbuf", rb.count, &rc, &rd) < 0)
+        goto out;
+    ncclResult_t r;
+    CALL(fn(s.ptr, sc, sd, rb.ptr, rc, rd, (ncclDataType_t)s.dtype, self->comm, stream));
+    res = finish(mod, r);
+out:
+    PyMem_Free(sc);
+    PyMem_Free(sd);
+    PyMem_Free(rc);
+    PyMem_Free(rd);
+    n4p_buffer_release(&rb);
+out_s:
+    n4p_buffer_release(&s);
+    return res;
+}
+
+/* ------------------------------------------------------------ the type */
+
+static int
+cb_init(commobj *self, PyObject *args, PyObject *kwds)
+{
+    static char *kw[] = {"ptr", NULL};
+    PyObject *v = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:Communicator", kw, &v))
+        return -1;
+    void *p = NULL;
+    if (v != NULL && v != Py_None && n4p_arg_ptr(v, "ptr", &p) < 0)
+        return -1;
+    self->comm = (ncclComm_t)p;
+    reset_cache(self);
+    return 0;
+}
+
+static PyObject *
+cb_get_ptr(commobj *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromVoidPtr(self->comm);
+}
+
+static PyObject *
+cb_get_address(commobj *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromVoidPtr(&self->comm);
+}
+
+static PyObject *
+cb_get_is_valid(commobj *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->comm != NULL);
+}
+
+static PyObject *
+cb_set_ptr(commobj *self, PyObject *v)
+{
+    void *p = NULL;
+    if (v != Py_None && n4p_arg_ptr(v, "ptr", &p) < 0)
+        return NULL;
+    self->comm = (ncclComm_t)p;
+    reset_cache(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+cb_info(commobj *self, PyTypeObject *cls, PyObject *const *Py_UNUSED(args),
+        Py_ssize_t Py_UNUSED(nargs), PyObject *Py_UNUSED(kwnames))
+{
+    PyObject *mod = PyType_GetModule(cls);
+    if (mod == NULL || check_valid(mod, self, "query the communicator") < 0 ||
+        ensure_info(mod, self) < 0)
+        return NULL;
+    return Py_BuildValue("(iiii)", self->nranks, self->rank, self->dev_type, self->dev_id);
+}
+
+static void
+cb_dealloc(commobj *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    tp->tp_clear((PyObject *)self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int
+cb_traverse(commobj *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static int
+cb_clear(commobj *Py_UNUSED(self))
+{
+    return 0;
+}
+
+#define CMETHOD(name, doc)                                                                     \
+    {#name, (PyCFunction)(void (*)(void))c_##name, METH_METHOD | METH_FASTCALL | METH_KEYWORDS, doc}
+
+static PyMethodDef cb_methods[] = {
+    CMETHOD(allreduce, "allreduce(sendbuf, recvbuf, op, stream=None)"),
+    CMETHOD(reduce, "reduce(sendbuf, recvbuf, op, root=None, *, stream=None)\n"
+                    "root=None reduces to every rank (an all-reduce)."),
+    CMETHOD(reduce_scatter, "reduce_scatter(sendbuf, recvbuf, op, *, stream=None)"),
+    CMETHOD(broadcast, "broadcast(sendbuf, recvbuf, root, *, stream=None)"),
+    CMETHOD(allgather, "allgather(sendbuf, recvbuf, stream=None)"),
+    CMETHOD(gather, "gather(sendbuf, recvbuf, root=None, *, stream=None)\n"
+                    "root=None gathers to every rank (an all-gather)."),
+    CMETHOD(alltoall, "alltoall(sendbuf, recvbuf, *, stream=None)"),
+    CMETHOD(scatter, "scatter(sendbuf, recvbuf, root, *, stream=None)"),
+    CMETHOD(send, "send(sendbuf, peer, *, stream=None)"),
+    CMETHOD(recv, "recv(recvbuf, peer, *, stream=None)"),
+    CMETHOD(allreduce_with_bias, "allreduce_with_bias(sendbuf, recvbuf, op, bias, *, stream=None)\n"
+                                 "RCCL only: all-reduce, then add bias elementwise."),
+    CMETHOD(alltoallv, "alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, *, "
+                       "stream=None)\nRCCL only; counts and displacements in elements, one per rank."),
+    {"_info", (PyCFunction)(void (*)(void))cb_info, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "(nranks, rank, DLPack device type, device id), queried once and cached."},
+    {"_set_ptr", (PyCFunction)cb_set_ptr, METH_O, "Replace the handle and forget cached info."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef cb_getset[] = {
+    {"ptr", (getter)cb_get_ptr, NULL, "the ncclComm_t handle as an int (0 when null)", NULL},
+    {"is_valid", (getter)cb_get_is_valid, NULL, "True unless the communicator is null", NULL},
+    {"_comm_address", (getter)cb_get_address, NULL,
+     "address of the handle slot (out-parameter for the library)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot cb_slots[] = {
+    {Py_tp_doc, "C base of nccl.core.Communicator."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, cb_init},
+    {Py_tp_dealloc, cb_dealloc},
+    {Py_tp_traverse, cb_traverse},
+    {Py_tp_clear, cb_clear},
+    {Py_tp_methods, cb_methods},
+    {Py_tp_getset, cb_getset},
+    {0, NULL},
+};
+
+static PyType_Spec cb_spec = {
+    .name = "nccl._nccl._CommunicatorBase",
+    .basicsize = sizeof(commobj),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = cb_slots,
+};
+
+int
+n4p_init_communicator(PyObject *mod, n4p_state *st)
+{
+    PyObject *tp = PyType_FromModuleAndSpec(mod, &cb_spec, NULL);
+    if (tp == NULL)
+        return -1;
+    st->comm_base_type = (PyTypeObject *)tp;
+    return PyModule_AddObjectRef(mod, "_CommunicatorBase", tp);
+}
