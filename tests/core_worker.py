@@ -193,6 +193,13 @@ def suite_lifecycle():
     CHECK.cases += 1
     if c2.is_valid:
         CHECK.failures.append("context manager did not abort on exception")
+    # memory from mem_alloc is a buffer like any other
+    buf = nc.mem_alloc(16)
+    buf.memoryview()[:] = bytes([RANK + 1] * 16)
+    out = np.zeros(16, np.int8)
+    COMM.allreduce(buf, out, nc.SUM)
+    check("mem_alloc buffer", out, np.full(16, N * (N + 1) // 2, np.int8), D.Int8)
+    nc.mem_free(buf)
     # unique ids pickle (as an mpi4py-style bcast would ship them)
     uid = nc.get_unique_id()
     back = pickle.loads(pickle.dumps(uid))
