@@ -35,7 +35,7 @@ as_index(PyObject *o, const char *name, const char *want)
 }
 
 int
-n4p_arg_ptr(PyObject *o, const char *name, void **out)
+n4p_arg_ptr_slow(PyObject *o, const char *name, void **out)
 {
     PyObject *i = as_index(o, name, "an int (an address or handle)");
     if (i == NULL)
@@ -79,7 +79,7 @@ n4p_arg_out_ptr(PyObject *o, const char *name, void **out)
 }
 
 int
-n4p_arg_size(PyObject *o, const char *name, size_t *out)
+n4p_arg_size_slow(PyObject *o, const char *name, size_t *out)
 {
     PyObject *i = as_index(o, name, "an int");
     if (i == NULL)
@@ -132,7 +132,7 @@ arg_long_range(PyObject *o, const char *name, long lo, long hi, const char *ctyp
 }
 
 int
-n4p_arg_int(PyObject *o, const char *name, int *out)
+n4p_arg_int_slow(PyObject *o, const char *name, int *out)
 {
     long v;
     if (arg_long_range(o, name, INT_MIN, INT_MAX, "int", &v) < 0)
@@ -142,7 +142,7 @@ n4p_arg_int(PyObject *o, const char *name, int *out)
 }
 
 int
-n4p_arg_uint(PyObject *o, const char *name, unsigned int *out)
+n4p_arg_uint_slow(PyObject *o, const char *name, unsigned int *out)
 {
     long v;
     if (arg_long_range(o, name, 0, (long)UINT_MAX, "unsigned int", &v) < 0)

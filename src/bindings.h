@@ -44,6 +44,8 @@ typedef struct {
     PyTypeObject *comm_base_type;  /* communicator.c */
     /* buffer.c / stream.c: per-type caches and interned names */
     PyObject *buffer_kinds;        /* dict: type -> int kind */
+    PyObject *last_buffer_type;    /* the type resolved last (strong ref) ... */
+    PyObject *last_buffer_kind;    /* ... and its buffer_kinds value (strong ref) */
     PyObject *stream_kinds;        /* dict: type -> int kind */
     PyObject *str_dlpack;          /* "__dlpack__" */
     PyObject *str_dlpack_device;   /* "__dlpack_device__" */
@@ -103,10 +105,73 @@ n4p_nargs_total(Py_ssize_t nargs, PyObject *kwnames)
     return nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
 }
 
-int n4p_arg_ptr(PyObject *o, const char *name, void **out);
-int n4p_arg_size(PyObject *o, const char *name, size_t *out);
-int n4p_arg_int(PyObject *o, const char *name, int *out);
-int n4p_arg_uint(PyObject *o, const char *name, unsigned int *out);
+int n4p_arg_ptr_slow(PyObject *o, const char *name, void **out);
+int n4p_arg_size_slow(PyObject *o, const char *name, size_t *out);
+int n4p_arg_int_slow(PyObject *o, const char *name, int *out);
+int n4p_arg_uint_slow(PyObject *o, const char *name, unsigned int *out);
+
+/* Fast path of the converters: an exact int that fits in a long long (the
+ * common case, also for addresses below 2**63).  Everything else, and every
+ * error message, is in args.c. */
+static inline int
+n4p_small_int(PyObject *o, long long *v)
+{
+    if (!PyLong_Check(o)) /* int and its subclasses (IntEnum members) */
+        return 0;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)o)) {
+        *v = (long long)PyUnstable_Long_CompactValue((PyLongObject *)o);
+        return 1;
+    }
+#endif
+    int overflow = 0;
+    *v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    return overflow == 0 && !(*v == -1 && PyErr_Occurred());
+}
+
+static inline int
+n4p_arg_ptr(PyObject *o, const char *name, void **out)
+{
+    long long v;
+    if (n4p_small_int(o, &v)) {
+        *out = (void *)(intptr_t)v;
+        return 0;
+    }
+    return n4p_arg_ptr_slow(o, name, out);
+}
+
+static inline int
+n4p_arg_size(PyObject *o, const char *name, size_t *out)
+{
+    long long v;
+    if (n4p_small_int(o, &v) && v >= 0) {
+        *out = (size_t)v;
+        return 0;
+    }
+    return n4p_arg_size_slow(o, name, out);
+}
+
+static inline int
+n4p_arg_int(PyObject *o, const char *name, int *out)
+{
+    long long v;
+    if (n4p_small_int(o, &v) && v >= INT_MIN && v <= INT_MAX) {
+        *out = (int)v;
+        return 0;
+    }
+    return n4p_arg_int_slow(o, name, out);
+}
+
+static inline int
+n4p_arg_uint(PyObject *o, const char *name, unsigned int *out)
+{
+    long long v;
+    if (n4p_small_int(o, &v) && v >= 0 && v <= (long long)UINT_MAX) {
+        *out = (unsigned int)v;
+        return 0;
+    }
+    return n4p_arg_uint_slow(o, name, out);
+}
 /* Address of a non-NULL out-parameter slot given as an int. */
 int n4p_arg_out_ptr(PyObject *o, const char *name, void **out);
 

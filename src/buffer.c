@@ -141,7 +141,18 @@ err_no_protocol(const ctx_t *c, PyObject *obj)
 static void
 init_out(n4p_buffer *out)
 {
-    memset(out, 0, sizeof(*out));
+    /* everything but the Py_buffer, which is only read when have_view is set */
+    out->ptr = NULL;
+    out->count = 0;
+    out->dtype = 0;
+    out->device_type = N4P_DEV_CPU;
+    out->device_id = 0;
+    out->readonly = 0;
+    out->how = 0;
+    out->have_view = 0;
+    out->managed = NULL;
+    out->versioned = 0;
+    out->ref = NULL;
 }
 
 /* 1 when obj has the attribute (its value in *value, new reference), 0 when
@@ -890,7 +901,13 @@ classify(n4p_state *st, PyTypeObject *tp)
 static int
 kind_of(n4p_state *st, PyTypeObject *tp, const n4p_dlexchange_api **api)
 {
-    PyObject *v = PyDict_GetItemWithError(st->buffer_kinds, (PyObject *)tp);
+    PyObject *v;
+    if ((PyObject *)tp == st->last_buffer_type) {
+        /* the usual case: the same array type as last time */
+        v = st->last_buffer_kind;
+        goto found;
+    }
+    v = PyDict_GetItemWithError(st->buffer_kinds, (PyObject *)tp);
     if (v == NULL) {
         if (PyErr_Occurred() || (v = classify(st, tp)) == NULL)
             return -1;
@@ -901,6 +918,9 @@ kind_of(n4p_state *st, PyTypeObject *tp, const n4p_dlexchange_api **api)
         if (r < 0)
             return -1;
     }
+    Py_XSETREF(st->last_buffer_type, Py_NewRef((PyObject *)tp));
+    Py_XSETREF(st->last_buffer_kind, Py_NewRef(v));
+found:
     if (PyLong_CheckExact(v))
         return (int)PyLong_AsLong(v);
     if ((*api = exchange_table(v)) == NULL) {

@@ -56,6 +56,8 @@ module_traverse(PyObject *mod, visitproc visit, void *arg)
     Py_VISIT(st->nccl_invalid);
     Py_VISIT(st->comm_base_type);
     Py_VISIT(st->buffer_kinds);
+    Py_VISIT(st->last_buffer_type);
+    Py_VISIT(st->last_buffer_kind);
     Py_VISIT(st->stream_kinds);
     for (int k = 0; k < N4P_S_COUNT; k++)
         Py_VISIT(st->struct_types[k]);
@@ -73,6 +75,8 @@ module_clear(PyObject *mod)
     Py_CLEAR(st->nccl_invalid);
     Py_CLEAR(st->comm_base_type);
     Py_CLEAR(st->buffer_kinds);
+    Py_CLEAR(st->last_buffer_type);
+    Py_CLEAR(st->last_buffer_kind);
     Py_CLEAR(st->stream_kinds);
     Py_CLEAR(st->str_dlpack);
     Py_CLEAR(st->str_dlpack_device);
