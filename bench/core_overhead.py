@@ -1,0 +1,523 @@
+#!/usr/bin/env python3
+"""Host overhead of nccl.core and nccl.bindings against upstream nccl4py 0.3.1
+and a ctypes wrapper, on a no-op library.
+
+    python bench/core_overhead.py [--calls N] [--repeats R] [--import-runs K]
+                                  [--upstream-dir DIR] [--no-install] [--cpu C]
+
+Measures, in one invocation:
+
+  * per-call host time (ns) of
+      - ``Communicator.allreduce(a, b, nccl.core.SUM)`` (nccl.core, C hot path)
+        with NumPy float32 arrays of 8 elements, and with torch CPU tensors
+        when torch is importable;
+      - ``nccl.bindings.all_reduce(ints)`` (this package's low-level call);
+      - upstream nccl4py 0.3.1's ``nccl.bindings.nccl.all_reduce(ints)``;
+      - a ctypes wrapper in the style of vLLM's pynccl (bench/_ctypes_pynccl.py);
+      - an empty Python function with 7 arguments (the interpreter's floor);
+  * the time of ``import nccl.core`` (and ``import nccl.bindings``) in a fresh
+    interpreter, ours against upstream's;
+
+and prints one table with the ratios against their goals.
+
+The library.  Every call goes to a *no-op library* generated from the API
+table (tools/gen_api.py, every function returns ncclSuccess at once) with
+three additions compiled in here: ncclCommCount writes 1 and ncclCommUserRank
+writes 0 (nccl.core asks for the size and rank of a communicator), and the
+library exports ``nccl4pyHostBackend()``, the marker of a host-memory library,
+so that nccl.core accepts NumPy and torch CPU buffers.  The library only
+*poses* as a host-memory library to reach the host-buffer code path; it is a
+benchmark tool, never a backend.  Its ncclAllReduce also counts its calls,
+which the script checks after every timed block (each call of every variant
+must reach the C function exactly once).
+
+Upstream.  nccl4py 0.3.1 and what it imports (cuda-pathfinder for
+``nccl.bindings``; cuda-core and cuda-bindings for ``nccl.core``; packaging,
+typing_extensions) are installed with ``pip install --no-deps --target`` into a
+private directory (default ~/.cache/nccl4py-bench/nccl4py-0.3.1), once.  Its
+package is also named ``nccl``, so it runs in its own interpreter started with
+``-S -s`` (no site-packages, so this package's editable install is not
+importable there), PYTHONPATH=<that directory>:<a directory holding only a
+link to NumPy>, and LD_PRELOAD=<the no-op library>: upstream's low-level
+module looks symbols up with dlsym(RTLD_DEFAULT) first, so it calls the no-op
+library without a GPU.  The child checks that ``nccl`` comes from that
+directory.  Upstream's ``Communicator.allreduce`` is attempted once there; it
+needs a CUDA driver (cuda.core.Device), so without a GPU the table says why
+it was not measured.
+
+Method.  The per-call variants run in two long-lived processes (ours and
+upstream's) that take turns: R rounds, each timing one block of N calls of
+every variant (the order rotates each round); the figure is the median over
+the rounds.  Both processes are pinned to one CPU (--cpu), so neither gets a
+quieter core than the other.  Imports: each import is timed inside a fresh interpreter (the
+time of the ``import`` statement alone, so interpreter start-up noise stays
+out), K interpreters per import, interleaved; the figure is the median.
+Ours runs with this checkout first on PYTHONPATH (build the extension in
+place first: ``pip install -e .`` or ``python setup.py build_ext --inplace``),
+so what is measured is this checkout whatever is installed; upstream runs
+with ``-S -s`` as above.  A second pair imports NumPy first (upstream's
+nccl.core imports NumPy; ours does not), to show nccl4py's own share.  On a
+noisy machine the ratios are what to compare.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+UPSTREAM_VERSION = "0.3.1"
+# everything upstream imports for `import nccl.bindings` and `import nccl.core`
+# (NumPy is taken from this interpreter)
+UPSTREAM_SPECS = [f"nccl4py=={UPSTREAM_VERSION}", "cuda-pathfinder==1.9.1", "cuda-core==1.2.2",
+                  "cuda-bindings==13.5.0", "packaging==26.4", "typing_extensions==4.16.0"]
+
+# ints for the low-level calls: send, recv, count, Float32, Sum, comm, stream
+LOW_ARGS = (0x7F00_0000_1000, 0x7F00_0000_2000, 8, 7, 0, 0x5500_0000, 0)
+FAKE_COMM = 0x5500_0000
+
+# ---------------------------------------------------------------- the library
+
+EXTRA_C = """
+/* Added by bench/core_overhead.py: the no-op library poses as a host-memory
+ * library so that nccl.core accepts host buffers.  A benchmark tool, never a
+ * backend. */
+static unsigned long long bench_allreduce_calls;
+
+EXPORT unsigned long long nccl4pyBenchAllReduceCalls(void) { return bench_allreduce_calls; }
+
+EXPORT int nccl4pyHostBackend(void) { return NCCL4PY_ABI_VERSION_CODE; }
+
+EXPORT %(allreduce)s
+{
+    %(allreduce_void)s
+    bench_allreduce_calls++;
+    return ncclSuccess;
+}
+
+EXPORT %(count)s
+{
+    (void)%(count_comm)s;
+    *%(count_out)s = 1;
+    return ncclSuccess;
+}
+
+EXPORT %(rank)s
+{
+    (void)%(rank_comm)s;
+    *%(rank_out)s = 0;
+    return ncclSuccess;
+}
+"""
+
+
+def build_noop(outdir: Path) -> Path:
+    sys.path.insert(0, str(ROOT / "tools"))
+    import gen_api
+
+    entries = {e.name: e for e in gen_api.parse_table()}
+    ar, cnt, rk = entries["ncclAllReduce"], entries["ncclCommCount"], entries["ncclCommUserRank"]
+    extra = EXTRA_C % {
+        "allreduce": ar.proto("ncclAllReduce"),
+        "allreduce_void": " ".join(f"(void){p.name};" for p in ar.params),
+        "count": cnt.proto("ncclCommCount"), "count_comm": cnt.params[0].name,
+        "count_out": cnt.params[1].name,
+        "rank": rk.proto("ncclCommUserRank"), "rank_comm": rk.params[0].name,
+        "rank_out": rk.params[1].name,
+    }
+    src = outdir / "noop_host.c"
+    src.write_text(gen_api.gen_stub_c(list(entries.values()), noop=True) + extra)
+    lib = outdir / "libnccl_noop_host.so"
+    omit = [f"-DSTUB_OMIT_{n}" for n in ("ncclAllReduce", "ncclCommCount", "ncclCommUserRank")]
+    subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", f"-I{ROOT / 'src'}",
+                    *omit, "-o", str(lib), str(src)], check=True)
+    return lib
+
+
+# ------------------------------------------------------------------ upstream
+
+def default_upstream_dir() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "nccl4py-bench" / f"nccl4py-{UPSTREAM_VERSION}"
+
+
+def ensure_upstream(target: Path, install: bool) -> str | None:
+    """Install upstream into `target` unless there; None, or why it is unavailable."""
+    marker = target / ".nccl4py-bench-specs"
+    want = "\n".join(UPSTREAM_SPECS)
+    if marker.is_file() and marker.read_text() == want:
+        return None
+    if not install:
+        return f"not installed in {target} (--no-install)"
+    print(f"# installing {' '.join(UPSTREAM_SPECS)} into {target} (once)", file=sys.stderr)
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                        "--disable-pip-version-check", "--no-deps", "--target", str(tmp),
+                        *UPSTREAM_SPECS])
+    if r.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return f"pip install failed (status {r.returncode})"
+    (tmp / marker.name).write_text(want)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+    return None
+
+
+def numpy_only_dir(outdir: Path) -> Path:
+    """A directory holding only links to this interpreter's NumPy."""
+    import numpy
+
+    site = Path(numpy.__file__).resolve().parent.parent
+    d = outdir / "numpy_only"
+    d.mkdir()
+    for name in ("numpy", "numpy.libs"):
+        if (site / name).exists():
+            (d / name).symlink_to(site / name)
+    return d
+
+
+def upstream_cmd_env(updir: Path, npdir: Path, lib: Path | None) -> tuple[list[str], dict]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "NCCL_LIBRARY", "LD_PRELOAD")}
+    env["PYTHONPATH"] = f"{updir}{os.pathsep}{npdir}"
+    if lib is not None:
+        env["LD_PRELOAD"] = str(lib)
+    return [sys.executable, "-S", "-s"], env
+
+
+def ours_env() -> dict:
+    """The environment of our processes: this checkout first on the path (its
+    extension built in place, as an editable install has it)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NCCL_LIBRARY", "LD_PRELOAD")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+# ------------------------------------------------------------------ children
+
+def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
+    """A long-lived timing process: answers `name calls` with ns/call."""
+    import ctypes
+
+    if cpu >= 0:
+        os.sched_setaffinity(0, {cpu})
+
+    lib = ctypes.CDLL(libpath)
+    counter = lib.nccl4pyBenchAllReduceCalls
+    counter.restype = ctypes.c_ulonglong
+    benches: dict = {}
+    notes: dict = {}
+
+    if kind == "ours":
+        import numpy as np
+
+        import nccl
+        import nccl.bindings as b
+        import nccl.core
+        from nccl import _nccl
+        from _ctypes_pynccl import CtypesNccl
+
+        if not os.path.realpath(nccl.__file__).startswith(str(ROOT) + os.sep):
+            raise SystemExit(f"imported nccl from {nccl.__file__}, not from {ROOT}")
+        assert b.get_library_path() == libpath, b.get_library_path()
+        assert _nccl.library_family() == "host", _nccl.library_family()
+        notes["ours_file"] = nccl.__file__
+        comm = nccl.core.Communicator(FAKE_COMM)
+        assert comm.nranks == 1 and comm.rank == 0, (comm.nranks, comm.rank)
+        SUM = nccl.core.SUM
+        a = np.arange(8, dtype=np.float32)
+        out = np.empty_like(a)
+
+        def hl_numpy(n, f=comm.allreduce, a=a, o=out, op=SUM):
+            for _ in range(n):
+                f(a, o, op)
+
+        benches["hl_numpy"] = hl_numpy
+        try:
+            import torch
+        except Exception as e:  # noqa: BLE001 - any failure means "not importable"
+            notes["torch"] = f"torch not importable ({type(e).__name__}: {e})"
+        else:
+            notes["torch"] = f"torch {torch.__version__}"
+            ta = torch.arange(8, dtype=torch.float32)
+            to = torch.empty_like(ta)
+
+            def hl_torch(n, f=comm.allreduce, a=ta, o=to, op=SUM):
+                for _ in range(n):
+                    f(a, o, op)
+
+            benches["hl_torch"] = hl_torch
+
+        def ll_ours(n, f=b.all_reduce, a=LOW_ARGS):
+            for _ in range(n):
+                f(*a)
+
+        benches["ll_ours"] = ll_ours
+        pyn = CtypesNccl(libpath)
+        assert pyn.get_version() == b.get_version()
+
+        def ctypes_pynccl(n, f=pyn.all_reduce, a=LOW_ARGS):
+            for _ in range(n):
+                f(*a)
+
+        benches["ctypes"] = ctypes_pynccl
+
+        def empty(n, a=LOW_ARGS):
+            def f(s, r, c, d, o, cm, st):
+                return None
+            for _ in range(n):
+                f(*a)
+
+        benches["empty"] = empty
+    else:
+        import nccl
+        import nccl.bindings.nccl as ub
+
+        here = os.path.realpath(nccl.__file__)
+        if not here.startswith(os.path.realpath(updir) + os.sep) or any(
+                "editable" in m for m in sys.modules):
+            raise SystemExit(f"upstream child imported the wrong nccl: {here}")
+        notes["upstream_file"] = here
+
+        def ll_upstream(n, f=ub.all_reduce, a=LOW_ARGS):
+            for _ in range(n):
+                f(*a)
+
+        benches["ll_upstream"] = ll_upstream
+        # upstream's high-level allreduce, if it can run here
+        try:
+            import numpy as np
+
+            import nccl.core as uc
+
+            comm = uc.Communicator(FAKE_COMM)
+            a = np.arange(8, dtype=np.float32)
+            out = np.empty_like(a)
+            comm.allreduce(a, out, uc.SUM)
+        except Exception as e:  # noqa: BLE001 - reported, not raised
+            msg = str(e).splitlines()[0] if str(e) else ""
+            notes["hl_upstream"] = f"{type(e).__name__}: {msg}"
+        else:
+            def hl_upstream(n, f=comm.allreduce, a=a, o=out, op=uc.SUM):
+                for _ in range(n):
+                    f(a, o, op)
+
+            benches["hl_upstream"] = hl_upstream
+
+    for name, fn in benches.items():  # warm-up, and each call reaches the library once
+        before = counter()
+        fn(5000)
+        if name != "empty" and counter() - before != 5000:
+            raise SystemExit(f"{name}: {counter() - before} library calls for 5000 calls")
+    print(json.dumps({"benches": list(benches), "notes": notes}), flush=True)
+    for line in sys.stdin:
+        name, calls = line.split()
+        calls = int(calls)
+        fn = benches[name]
+        before = counter()
+        t0 = time.perf_counter_ns()
+        fn(calls)
+        dt = time.perf_counter_ns() - t0
+        if name != "empty" and counter() - before != calls:
+            raise SystemExit(f"{name}: {counter() - before} library calls for {calls} calls")
+        print(dt / calls, flush=True)
+    return 0
+
+
+class Child:
+    def __init__(self, cmd: list[str], env: dict, cwd: str):
+        self.p = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, bufsize=1)
+        line = self.p.stdout.readline()
+        if not line:
+            self.p.wait()
+            raise RuntimeError(f"{cmd[-3:]} exited with status {self.p.returncode}")
+        info = json.loads(line)
+        self.benches, self.notes = info["benches"], info["notes"]
+
+    def run(self, name: str, calls: int) -> float:
+        self.p.stdin.write(f"{name} {calls}\n")
+        line = self.p.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the timing process died during {name}")
+        return float(line)
+
+    def close(self) -> None:
+        self.p.stdin.close()
+        self.p.wait()
+
+
+# ------------------------------------------------------------------- imports
+
+IMPORT_SNIPPET = ("import time; {pre}t = time.perf_counter(); import {mod}; "
+                  "print((time.perf_counter() - t) * 1e3)")
+
+
+def import_times(runs: int, updir: Path | None, npdir: Path, cwd: str) -> tuple[dict, dict]:
+    """ms of `import X` measured inside K fresh interpreters (median)."""
+    base_env = ours_env()
+    # (who, label) -> (interpreter flags, env, module, import first)
+    what = [("nccl.core", "nccl.core", ""), ("nccl.core|numpy", "nccl.core", "numpy"),
+            ("nccl.bindings", "nccl.bindings", "")]
+    cmds = {f"ours:{label}": ([sys.executable], base_env, mod, pre) for label, mod, pre in what}
+    errors = {}
+    check = subprocess.run([sys.executable, "-c", "import nccl.core, nccl; print(nccl.__file__)"],
+                           env=base_env, cwd=cwd, capture_output=True, text=True, check=True)
+    if not os.path.realpath(check.stdout.strip()).startswith(str(ROOT) + os.sep):
+        raise SystemExit(f"`import nccl` finds {check.stdout.strip()}, not this checkout")
+    if updir is not None:
+        pre_flags, env = upstream_cmd_env(updir, npdir, None)
+        check = subprocess.run(pre_flags + ["-c", "import nccl.core, nccl.bindings.nccl; "
+                                            "print(nccl.__file__)"],
+                               env=env, cwd=cwd, capture_output=True, text=True)
+        if check.returncode != 0 or not os.path.realpath(check.stdout.strip()).startswith(
+                os.path.realpath(updir)):
+            errors["upstream"] = (check.stderr.strip().splitlines() or ["?"])[-1]
+        else:
+            for label, mod, pre in what:
+                if mod == "nccl.bindings":
+                    mod = "nccl.bindings.nccl"
+                cmds[f"upstream:{label}"] = (pre_flags, env, mod, pre)
+    samples: dict[str, list[float]] = {k: [] for k in cmds}
+    names = list(cmds)
+    for i in range(runs):
+        for k in names[i % len(names):] + names[:i % len(names)]:
+            flags, env, mod, pre = cmds[k]
+            code = IMPORT_SNIPPET.format(pre=f"import {pre}; " if pre else "", mod=mod)
+            r = subprocess.run(flags + ["-c", code], env=env, cwd=cwd, check=True,
+                               capture_output=True, text=True)
+            samples[k].append(float(r.stdout.split()[-1]))
+    return {k: statistics.median(v) for k, v in samples.items()}, errors
+
+
+# ---------------------------------------------------------------------- main
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calls", type=int, default=100_000, help="calls per timed block")
+    ap.add_argument("--repeats", type=int, default=9, help="timed blocks per variant")
+    ap.add_argument("--import-runs", type=int, default=7, help="fresh interpreters per import")
+    ap.add_argument("--upstream-dir", type=Path, default=default_upstream_dir())
+    ap.add_argument("--no-install", action="store_true", help="never run pip")
+    ap.add_argument("--cpu", type=int, default=None,
+                    help="CPU both timing processes are pinned to (default: the last one "
+                         "this process may use; -1: no pinning)")
+    ap.add_argument("--child", choices=("ours", "upstream"), help=argparse.SUPPRESS)
+    ap.add_argument("--lib", help=argparse.SUPPRESS)
+    ns = ap.parse_args()
+    if ns.child:
+        return child_main(ns.child, ns.lib, str(ns.upstream_dir), ns.cpu)
+    if ns.cpu is None:
+        ns.cpu = max(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else -1
+
+    up_err = ensure_upstream(ns.upstream_dir, not ns.no_install)
+    updir = None if up_err else ns.upstream_dir.resolve()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        lib = build_noop(tmp)
+        npdir = numpy_only_dir(tmp)
+        script = str(Path(__file__).resolve())
+        env = ours_env()
+        env["NCCL_LIBRARY"] = str(lib)
+        pin = ["--cpu", str(ns.cpu)]
+        children = [Child([sys.executable, script, "--child", "ours", "--lib", str(lib), *pin],
+                          env, d)]
+        if updir is not None:
+            pre, uenv = upstream_cmd_env(updir, npdir, lib)
+            try:
+                children.append(Child(pre + [script, "--child", "upstream", "--lib", str(lib),
+                                             "--upstream-dir", str(updir), *pin], uenv, d))
+            except RuntimeError as e:
+                up_err = str(e)
+        jobs = [(c, b) for c in children for b in c.benches]
+        samples: dict[str, list[float]] = {b: [] for _, b in jobs}
+        for i in range(ns.repeats):
+            k = i % len(jobs)
+            for c, b in jobs[k:] + jobs[:k]:
+                samples[b].append(c.run(b, ns.calls))
+        notes = {}
+        for c in children:
+            notes.update(c.notes)
+            c.close()
+        per_call = {b: statistics.median(v) for b, v in samples.items()}
+        imports, imp_err = import_times(ns.import_runs, updir, npdir, d)
+    report(ns, per_call, notes, imports, up_err, imp_err)
+    return 0
+
+
+def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict) -> None:
+    up_missing = f"upstream unavailable: {up_err}" if up_err else None
+    rows: list[tuple[str, str, str, str, str]] = []  # item, value, unit, goal, verdict
+
+    def val(name: str, label: str, unit: str, missing: str) -> None:
+        v = per_call.get(name) if unit == "ns/call" else imports.get(name)
+        rows.append((label, f"{v:.1f}" if v is not None else "-", unit, "",
+                     "" if v is not None else missing))
+
+    torch_note = notes.get("torch", "")
+    hl_up_note = notes.get("hl_upstream") or up_missing or ""
+    val("hl_numpy", "ours  comm.allreduce(numpy f32[8])", "ns/call", "")
+    val("hl_torch", "ours  comm.allreduce(torch f32[8])", "ns/call", torch_note)
+    val("ll_ours", "ours  nccl.bindings.all_reduce(ints)", "ns/call", "")
+    val("ll_upstream", f"upstream {UPSTREAM_VERSION} nccl.bindings.nccl.all_reduce(ints)",
+        "ns/call", up_missing or "")
+    val("hl_upstream", f"upstream {UPSTREAM_VERSION} comm.allreduce(numpy f32[8])", "ns/call",
+        f"not run: {hl_up_note}" if "hl_upstream" not in per_call else "")
+    val("ctypes", "ctypes pynccl-style all_reduce(ints)", "ns/call", "")
+    val("empty", "empty Python function, 7 args", "ns/call", "")
+    up_imp_missing = up_missing or (f"upstream import failed: {imp_err['upstream']}"
+                                    if "upstream" in imp_err else "")
+    val("ours:nccl.core", "ours  import nccl.core", "ms", "")
+    val("upstream:nccl.core", f"upstream {UPSTREAM_VERSION} import nccl.core", "ms", up_imp_missing)
+    val("ours:nccl.core|numpy", "ours  import nccl.core, numpy already imported", "ms", "")
+    val("upstream:nccl.core|numpy",
+        f"upstream {UPSTREAM_VERSION} import nccl.core, numpy already imported", "ms",
+        up_imp_missing)
+    val("ours:nccl.bindings", "ours  import nccl.bindings", "ms", "")
+    val("upstream:nccl.bindings", f"upstream {UPSTREAM_VERSION} import nccl.bindings.nccl", "ms",
+        up_imp_missing)
+
+    def ratio(label: str, num: float | None, den: float | None, goal: float | None) -> None:
+        if num is None or den is None:
+            rows.append((label, "-", "", f"<= {goal:g}" if goal else "", "n/a (not measured)"))
+            return
+        r = num / den
+        verdict = ("met" if r <= goal else "NOT met") if goal else ""
+        rows.append((label, f"{r:.2f}", "x", f"<= {goal:g}" if goal else "", verdict))
+
+    pc = per_call.get
+    ratio("high/low: comm.allreduce(numpy) / bindings.all_reduce", pc("hl_numpy"), pc("ll_ours"), 3)
+    ratio("high/low: comm.allreduce(torch) / bindings.all_reduce", pc("hl_torch"), pc("ll_ours"), 3)
+    ratio("low-level ours / upstream", pc("ll_ours"), pc("ll_upstream"), 0.6)
+    ratio("low-level ours / ctypes", pc("ll_ours"), pc("ctypes"), 0.1)
+    ratio("high-level ours (numpy) / ctypes", pc("hl_numpy"), pc("ctypes"), None)
+    ratio("high-level ours (torch) / ctypes", pc("hl_torch"), pc("ctypes"), None)
+    ratio("high-level ours (numpy) / upstream high-level", pc("hl_numpy"), pc("hl_upstream"), None)
+    ratio("import nccl.core ours / upstream", imports.get("ours:nccl.core"),
+          imports.get("upstream:nccl.core"), 0.2)
+    ratio("import nccl.core, numpy already imported, ours / upstream",
+          imports.get("ours:nccl.core|numpy"), imports.get("upstream:nccl.core|numpy"), None)
+    ratio("import nccl.bindings ours / upstream", imports.get("ours:nccl.bindings"),
+          imports.get("upstream:nccl.bindings"), None)
+
+    print(f"# nccl4py host overhead on a no-op library vs upstream nccl4py {UPSTREAM_VERSION} and "
+          f"ctypes (median of {ns.repeats} x {ns.calls} calls; imports: timed inside "
+          f"{ns.import_runs} fresh interpreters, median; Python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs, timing processes on CPU {ns.cpu})")
+    w = max(len(r[0]) for r in rows)
+    print(f"{'measurement':<{w}}  {'value':>9}  {'unit':<7}  {'goal':<6}  verdict / note")
+    for label, v, unit, goal, verdict in rows:
+        print(f"{label:<{w}}  {v:>9}  {unit:<7}  {goal:<6}  {verdict}".rstrip())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
