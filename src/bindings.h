@@ -90,6 +90,13 @@ n4p_fn(PyObject *mod, int idx)
     return p;
 }
 
+/* Assign `r = expr` with the GIL released: every library call goes through it. */
+#define CALL(expr)                                                                             \
+    do {                                                                                       \
+        Py_BEGIN_ALLOW_THREADS r = (expr);                                                     \
+        Py_END_ALLOW_THREADS                                                                   \
+    } while (0)
+
 /* -------------------------------------------------------------------- args */
 
 /* Fill out[0..maxargs) from positional and keyword arguments (borrowed refs;

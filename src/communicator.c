@@ -223,12 +223,6 @@ finish(PyObject *mod, ncclResult_t r)
     if (check_valid(mod, self, opname) < 0 || ensure_info(mod, self) < 0)                      \
         return NULL
 
-#define CALL(expr)                                                                             \
-    do {                                                                                       \
-        Py_BEGIN_ALLOW_THREADS r = (expr);                                                     \
-        Py_END_ALLOW_THREADS                                                                   \
-    } while (0)
-
 static int
 same_dtype(PyObject *mod, const n4p_buffer *s, const n4p_buffer *r)
 {
@@ -313,6 +307,30 @@ c_reduce(METHOD_ARGS)
     return reduce_impl(mod, self, a[0], a[1], a[2], a[3], a[4]);
 }
 
+/* reduce_scatter and alltoall: both buffers, same dtype, and at least one
+ * element of sendbuf per rank; *per is sendbuf's count / nranks. */
+static int
+per_rank_buffers(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvobj,
+                 n4p_buffer *s, n4p_buffer *rb, size_t *per)
+{
+    if (resolve(mod, self, sendobj, "sendbuf", 0, s) < 0)
+        return -1;
+    if (resolve(mod, self, recvobj, "recvbuf", 1, rb) < 0) {
+        n4p_buffer_release(s);
+        return -1;
+    }
+    *per = s->count / (size_t)self->nranks;
+    if (same_dtype(mod, s, rb) == 0) {
+        if (*per >= 1)
+            return 0;
+        invalid(mod, "sendbuf must have at least %d elements (nranks), got %zu", self->nranks,
+                s->count);
+    }
+    n4p_buffer_release(rb);
+    n4p_buffer_release(s);
+    return -1;
+}
+
 static PyObject *
 c_reduce_scatter(METHOD_ARGS)
 {
@@ -325,19 +343,11 @@ c_reduce_scatter(METHOD_ARGS)
     cudaStream_t stream;
     if (get_op(a[2], &op) < 0 || get_stream(mod, a[3], &stream) < 0)
         return NULL;
-    n4p_buffer s = {0}, rb = {0};
+    n4p_buffer s, rb;
+    size_t per;
     PyObject *res = NULL;
-    if (resolve(mod, self, a[0], "sendbuf", 0, &s) < 0)
+    if (per_rank_buffers(mod, self, a[0], a[1], &s, &rb, &per) < 0)
         return NULL;
-    if (resolve(mod, self, a[1], "recvbuf", 1, &rb) < 0)
-        goto out_s;
-    size_t per = s.count / (size_t)self->nranks;
-    if (same_dtype(mod, &s, &rb) < 0)
-        goto out;
-    if (per < 1) {
-        invalid(mod, "sendbuf must have at least %d elements (nranks), got %zu", self->nranks, s.count);
-        goto out;
-    }
     if (rb.count < per) {
         invalid(mod, "recvbuf must have at least %zu elements (sendcount / nranks), got %zu", per,
                 rb.count);
@@ -351,7 +361,6 @@ c_reduce_scatter(METHOD_ARGS)
     res = finish(mod, r);
 out:
     n4p_buffer_release(&rb);
-out_s:
     n4p_buffer_release(&s);
     return res;
 }
@@ -484,19 +493,11 @@ c_alltoall(METHOD_ARGS)
     cudaStream_t stream;
     if (get_stream(mod, a[2], &stream) < 0)
         return NULL;
-    n4p_buffer s = {0}, rb = {0};
+    n4p_buffer s, rb;
+    size_t per;
     PyObject *res = NULL;
-    if (resolve(mod, self, a[0], "sendbuf", 0, &s) < 0)
+    if (per_rank_buffers(mod, self, a[0], a[1], &s, &rb, &per) < 0)
         return NULL;
-    if (resolve(mod, self, a[1], "recvbuf", 1, &rb) < 0)
-        goto out_s;
-    size_t per = s.count / (size_t)self->nranks;
-    if (same_dtype(mod, &s, &rb) < 0)
-        goto out;
-    if (per < 1) {
-        invalid(mod, "sendbuf must have at least %d elements (nranks), got %zu", self->nranks, s.count);
-        goto out;
-    }
     if (rb.count < s.count) {
         invalid(mod, "Buffer count mismatch: recvbuf must have at least %zu elements "
                 "(nranks * count), got %zu", s.count, rb.count);
@@ -510,7 +511,6 @@ c_alltoall(METHOD_ARGS)
     res = finish(mod, r);
 out:
     n4p_buffer_release(&rb);
-out_s:
     n4p_buffer_release(&s);
     return res;
 }

@@ -29,12 +29,6 @@
     if (fn == NULL)                                                                            \
         return NULL
 
-#define CALL(expr)                                                                             \
-    do {                                                                                       \
-        Py_BEGIN_ALLOW_THREADS r = (expr);                                                     \
-        Py_END_ALLOW_THREADS                                                                   \
-    } while (0)
-
 #define FASTCALL_ARGS PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
 
 /* Result of a handle-creating call in either convention. */
