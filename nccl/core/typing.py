@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any, Protocol, Union, runtime_checkable
 
+from nccl._enums import GinConnectionType, GinType
 from nccl._errors import NcclInvalid
 
 __all__ = [
@@ -106,21 +107,10 @@ class NcclRedOp(IntEnum):
                           f"reduction operator")
 
 
-class NcclGinType(IntEnum):
-    """Value 4 is GPI on NCCL and ROCSHMEM on RCCL; 5 is RCCL's ANVIL."""
-
-    NONE = 0
-    PROXY = 2
-    GDAKI = 3
-    GPI = 4
-    ROCSHMEM = 4
-    ANVIL = 5
-
-
-class NcclGinConnectionType(IntEnum):
-    NONE = 0
-    FULL = 1
-    RAIL = 2
+# The same values as the low-level enums (value 4 is GPI on NCCL and
+# ROCSHMEM on RCCL; 5 is RCCL's ANVIL).
+NcclGinType = GinType
+NcclGinConnectionType = GinConnectionType
 
 
 class NcclCommMemStat(IntEnum):
