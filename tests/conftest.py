@@ -77,6 +77,25 @@ def nccl_include_dir() -> Path | None:
     return None
 
 
+def memory_growth(fn, n: int = 20000, warmup: int = 2000) -> int:
+    """Bytes still allocated (tracemalloc) after n calls of fn, past a warm-up."""
+    import gc
+    import tracemalloc
+
+    for _ in range(warmup):
+        fn()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(n):
+            fn()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
 def clean_env(**overrides: str | None) -> dict[str, str]:
     """The environment for a subprocess, without the test process's library choice."""
     env = dict(os.environ)

@@ -2,14 +2,13 @@
 ABI, and no reference or memory leaks over many calls."""
 from __future__ import annotations
 
-import gc
 import sys
-import tracemalloc
 
 import numpy as np
 import pytest
 
 import nccl.core as nc
+from conftest import memory_growth
 
 COMM = 0x7F00_1234_5000
 
@@ -72,21 +71,6 @@ def test_custom_op_and_rooted_calls(stub):
     assert record(stub)["fn"] == "ncclRedOpDestroy"
 
 
-def _growth(fn, n=20000):
-    for _ in range(1000):
-        fn()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        for _ in range(n):
-            fn()
-        gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-
-
 def test_no_leaks_over_many_calls(stub):
     comm = nc.Communicator(COMM)
     x = np.arange(10, dtype=np.float32)
@@ -95,14 +79,14 @@ def test_no_leaks_over_many_calls(stub):
     for _ in range(100_000):
         comm.allreduce(x, y, nc.SUM)
     assert (sys.getrefcount(x), sys.getrefcount(y), sys.getrefcount(comm)) == refs
-    assert _growth(lambda: comm.allreduce(x, y, nc.SUM)) < 16 * 1024
+    assert memory_growth(lambda: comm.allreduce(x, y, nc.SUM)) < 16 * 1024
 
     def error_path():
         try:
             comm.allreduce(x, np.zeros(1, np.float32), nc.SUM)
         except nc.NcclInvalid:
             pass
-    assert _growth(error_path) < 16 * 1024
+    assert memory_growth(error_path) < 16 * 1024
     assert (sys.getrefcount(x), sys.getrefcount(y)) == refs[:2]
 
 

@@ -2,28 +2,12 @@
 (measured with tracemalloc over many calls against the recording stub)."""
 from __future__ import annotations
 
-import gc
-import tracemalloc
 
 import pytest
 
 import nccl.bindings as b
+from conftest import memory_growth
 from nccl.bindings import rocm_extensions as rx
-
-
-def _growth(fn, n=20000):
-    for _ in range(2000):
-        fn()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        for _ in range(n):
-            fn()
-        gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
 
 
 def _raises(fn, exc):
@@ -63,15 +47,15 @@ CALLS = {
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
-def test_no_growth(recording_stub, name):
+def test_nomemory_growth(recording_stub, name):
     recording_stub.nccl4pyStubReset()
-    assert _growth(CALLS[name]) < 16 * 1024
+    assert memory_growth(CALLS[name]) < 16 * 1024
 
 
 def test_error_status_path_does_not_leak(recording_stub):
     recording_stub.nccl4pyStubSetResult(4)
     try:
-        assert _growth(_raises(lambda: b.all_reduce(1, 2, 3, 7, 0, 4, 5), b.NCCLError),
+        assert memory_growth(_raises(lambda: b.all_reduce(1, 2, 3, 7, 0, 4, 5), b.NCCLError),
                        n=5000) < 16 * 1024
     finally:
         recording_stub.nccl4pyStubReset()
