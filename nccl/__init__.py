@@ -4,6 +4,9 @@
 Importing this package loads no library; the first call does.
 """
 from ._version import __version__
+from ._hip_compat import register as _register_cuda_core_shim
+
+_register_cuda_core_shim()  # ROCm only, when cuda.core is not installed (see nccl._hip_compat)
 
 __all__ = ["__version__", "bindings"]
 

@@ -9,6 +9,7 @@
  *   structs.c           UniqueId, Config, SimInfo, ... (one generic struct type)
  *   pointerbox.c        PointerBox: stable storage for out-handles
  *   wrappers.c          hand-written wrappers (out-parameters, two conventions)
+ *   gpu_runtime.c       the dlopen'd HIP/CUDA runtime layer (table: gpu_runtime.h)
  *   gen/wrappers_simple.c  wrappers generated from the API table
  */
 #ifndef NCCL4PY_BINDINGS_H
@@ -54,6 +55,7 @@ typedef struct {
     PyObject *str_cuda_stream;     /* "__cuda_stream__" */
     PyObject *dlpack_kwnames;      /* ("stream", "max_version") */
     PyObject *dlpack_max_version;  /* (1, 1) */
+    PyObject *gpu_runtime_error;   /* gpu_runtime.c: GpuRuntimeError */
 } n4p_state;
 
 static inline n4p_state *
@@ -288,6 +290,8 @@ PyObject *n4p_struct_layouts(PyObject *mod, PyObject *unused);
 
 int n4p_init_pointer_box(PyObject *mod, n4p_state *st);
 int n4p_init_communicator(PyObject *mod, n4p_state *st);
+/* gpu_runtime.c: GpuRuntimeError and the gpu_runtime_* functions */
+int n4p_init_gpu_runtime(PyObject *mod, n4p_state *st);
 
 /* ---------------------------------------------------------------- wrappers */
 

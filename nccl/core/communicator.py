@@ -102,9 +102,9 @@ class Communicator(_nccl._CommunicatorBase):
             if _nccl.library_family() == "host":
                 raise NcclInvalid("init_all(None) counts GPUs; on the host backend pass the "
                                   "number of ranks, e.g. init_all(4)")
-            from cuda.core import system
+            from nccl import _runtime
 
-            devices = range(system.get_num_devices())
+            devices = range(_runtime.device_count())
         elif isinstance(devices, int) and not isinstance(devices, bool):
             devices = range(devices)
         elif not isinstance(devices, (list, tuple, range)):
@@ -266,7 +266,8 @@ class Communicator(_nccl._CommunicatorBase):
 
     @property
     def device(self):
-        """The communicator's device: a cuda.core ``Device`` on GPUs, a
+        """The communicator's device: a cuda.core ``Device`` on GPUs (cuda.core's
+        own when installed, else nccl's shim of it on the C runtime layer), a
         :class:`CPUDevice` on the host backend."""
         self._check_valid("get device")
         if self._cached_device is None:
@@ -274,13 +275,9 @@ class Communicator(_nccl._CommunicatorBase):
             if dev_type == _DEV_CPU:
                 self._cached_device = CPUDevice()
             else:
-                try:
-                    from cuda.core import Device
-                except ImportError:
-                    raise NotImplementedError(
-                        f"Communicator.device returns a cuda.core Device: install cuda-core "
-                        f"(the communicator is on GPU {dev_id})") from None
-                self._cached_device = Device(dev_id)
+                from nccl._hip_compat import core_module
+
+                self._cached_device = core_module().Device(dev_id)
         return self._cached_device
 
     def _properties(self):

@@ -1,8 +1,10 @@
 """``mem_alloc`` / ``mem_free``: memory from ``ncclMemAlloc``.
 
 On a GPU library the memory is device memory returned as a cuda.core
-``Buffer`` (cuda.core must be installed).  On the host backend it is host
-memory returned as a :class:`HostBuffer`, usable wherever a buffer is.
+``Buffer``: from cuda.core when it is installed (CUDA), else from nccl's
+cuda.core shim on its C runtime layer (ROCm always; CUDA without cuda.core),
+so neither cuda.core nor hip-python is required.  On the host backend it is
+host memory returned as a :class:`HostBuffer`, usable wherever a buffer is.
 """
 from __future__ import annotations
 
@@ -74,19 +76,25 @@ class HostBuffer:
 _mr_cache = threading.local()
 
 
-def _memory_resource(device_id: int):
-    from cuda.core import MemoryResource  # noqa: F401  (import error explains itself)
+def _core():
+    from nccl._hip_compat import core_module
 
+    return core_module()
+
+
+def _memory_resource(device_id: int):
+    core = _core()
     cache = getattr(_mr_cache, "by_device", None)
     if cache is None:
         cache = _mr_cache.by_device = {}
-    if device_id not in cache:
-        cache[device_id] = _make_resource(device_id)
-    return cache[device_id]
+    key = (id(core), device_id)
+    if key not in cache:
+        cache[key] = _make_resource(core, device_id)
+    return cache[key]
 
 
-def _make_resource(device_id: int):
-    from cuda.core import Buffer, Device, MemoryResource
+def _make_resource(core, device_id: int):
+    Buffer, Device, MemoryResource = core.Buffer, core.Device, core.MemoryResource
 
     class NcclMemoryResource(MemoryResource):
         """cuda.core memory resource backed by ncclMemAlloc / ncclMemFree."""
@@ -125,15 +133,13 @@ def mem_alloc(size: int, device: Any = None):
     """Allocate ``size`` bytes with ``ncclMemAlloc`` (see the module doc)."""
     if _nccl.library_family() == "host":
         return HostBuffer(_b.mem_alloc(size), size)
-    try:
-        import cuda.core  # noqa: F401
-    except ImportError:
-        raise NotImplementedError(
-            "mem_alloc on a GPU library returns a cuda.core Buffer: install cuda-core") from None
-    from cuda.core import Device
-
-    dev = device if isinstance(device, int) else (Device().device_id if device is None
-                                                  else device.device_id)
+    core = _core()
+    if device is None:
+        dev = core.Device().device_id
+    elif isinstance(device, int) and not isinstance(device, bool):
+        dev = device
+    else:
+        dev = device.device_id
     return _memory_resource(dev).allocate(size)
 
 

@@ -1,0 +1,929 @@
+/*
+ * gpu_runtime.c - a tiny dlopen'd HIP / CUDA runtime layer.
+ *
+ * It serves the cuda.core shim (nccl._hip_compat.cuda_core_shim) and
+ * nccl.core's device/memory helpers, so that nccl4py needs neither
+ * cuda.core nor hip-python.  The function list is src/gpu_runtime.h.
+ *
+ *   - The library is opened lazily (first call), once per process, under a
+ *     lock taken with the GIL released, like loader.c.  The candidates and
+ *     the platform come from nccl._runtime.candidates().
+ *   - The family (HIP or CUDA) decides which symbol names are bound: the
+ *     file name says it (libamdhip64* / libcudart*), otherwise the presence
+ *     of hipGetDeviceCount does.
+ *   - Every runtime call runs with the GIL released.
+ *   - A failing status raises GpuRuntimeError (a RuntimeError) carrying the
+ *     runtime's own error name and string, and the status as `.status`.
+ */
+#define _GNU_SOURCE
+#include "bindings.h"
+#include "dlpack.h"
+#include "gpu_runtime.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Process-wide runtime state (one set of loaded libraries per process). */
+static PyThread_type_lock rt_lock;
+static atomic_int rt_loaded;      /* 1 once rt_fns is bound */
+static void *rt_fns[N4P_GPU_COUNT];
+static int rt_is_hip;
+static PyObject *rt_path;         /* str */
+static PyObject *rt_decision;     /* str */
+static PyObject *rt_attempts;     /* list of (label, candidate, error-or-None) */
+
+static const struct {
+    const char *hip, *cuda, *hip_alt, *cuda_alt;
+} rt_names[N4P_GPU_COUNT] = {
+#define N4P_GPU_NAME_(id, ret, params, hip, cuda, hip_alt, cuda_alt) \
+    {#hip, #cuda, hip_alt, cuda_alt},
+    N4P_GPU_API(N4P_GPU_NAME_)
+#undef N4P_GPU_NAME_
+};
+
+static const char *
+rt_symbol(int idx)
+{
+    return rt_is_hip ? rt_names[idx].hip : rt_names[idx].cuda;
+}
+
+/* --------------------------------------------------------------- loading */
+
+static PyObject *
+path_of(void *handle)
+{
+    struct link_map *lm = NULL;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL && lm->l_name != NULL &&
+        lm->l_name[0] != '\0')
+        return PyUnicode_DecodeFSDefault(lm->l_name);
+    return NULL;
+}
+
+static int
+family_is_hip(void *handle, const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (strstr(base, "amdhip") != NULL)
+        return 1;
+    if (strstr(base, "cudart") != NULL)
+        return 0;
+    return dlsym(handle, "hipGetDeviceCount") != NULL;
+}
+
+static int
+raise_runtime_not_found(PyObject *mod)
+{
+    n4p_state *st = n4p_get_state(mod);
+    PyObject *lines = PyUnicode_FromString("");
+    Py_ssize_t n = rt_attempts ? PyList_GET_SIZE(rt_attempts) : 0;
+    for (Py_ssize_t i = 0; i < n && lines != NULL; i++) {
+        PyObject *t = PyList_GET_ITEM(rt_attempts, i);
+        PyObject *line = PyUnicode_FromFormat("\n  - %S: %S\n      %S", PyTuple_GET_ITEM(t, 0),
+                                              PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2));
+        if (line == NULL) {
+            Py_CLEAR(lines);
+            break;
+        }
+        PyObject *joined = PyUnicode_Concat(lines, line);
+        Py_DECREF(line);
+        Py_SETREF(lines, joined);
+    }
+    if (lines == NULL)
+        return -1;
+    PyErr_Format(st->gpu_runtime_error,
+                 "Could not load a GPU runtime library (%S). Tried, in order:%S\n"
+                 "Install ROCm (libamdhip64.so) or the CUDA runtime (e.g. the "
+                 "nvidia-cuda-runtime wheel), or set NCCL4PY_GPU_RUNTIME to the library's path.",
+                 rt_decision ? rt_decision : Py_None, lines);
+    Py_DECREF(lines);
+    return -1;
+}
+
+/* Called with the GIL and rt_lock held. */
+static int
+rt_load_locked(PyObject *mod)
+{
+    PyObject *m = PyImport_ImportModule("nccl._runtime");
+    if (m == NULL)
+        return -1;
+    PyObject *res = PyObject_CallMethod(m, "candidates", NULL);
+    Py_DECREF(m);
+    if (res == NULL)
+        return -1;
+    PyObject *decision, *cands;
+    if (!PyArg_ParseTuple(res, "UO!:candidates", &decision, &PyList_Type, &cands)) {
+        Py_DECREF(res);
+        return -1;
+    }
+    PyObject *attempts = PyList_New(0);
+    if (attempts == NULL) {
+        Py_DECREF(res);
+        return -1;
+    }
+    void *handle = NULL;
+    PyObject *loaded_from = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cands) && handle == NULL; i++) {
+        PyObject *label, *path, *bytes = NULL;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(cands, i), "UU:candidate", &label, &path) ||
+            !PyUnicode_FSConverter(path, &bytes))
+            goto fail;
+        const char *cpath = PyBytes_AS_STRING(bytes);
+        char err[1024] = "";
+        Py_BEGIN_ALLOW_THREADS
+        dlerror();
+        handle = dlopen(cpath, RTLD_NOW | RTLD_GLOBAL);
+        if (handle == NULL) {
+            const char *e = dlerror();
+            snprintf(err, sizeof err, "%s", e ? e : "unknown dlopen error");
+        }
+        Py_END_ALLOW_THREADS
+        Py_DECREF(bytes);
+        PyObject *errobj = handle ? Py_NewRef(Py_None) : PyUnicode_DecodeFSDefault(err);
+        PyObject *t = errobj ? PyTuple_Pack(3, label, path, errobj) : NULL;
+        Py_XDECREF(errobj);
+        if (t == NULL || PyList_Append(attempts, t) < 0) {
+            Py_XDECREF(t);
+            goto fail;
+        }
+        Py_DECREF(t);
+        if (handle != NULL)
+            loaded_from = path;
+    }
+    Py_XSETREF(rt_attempts, attempts);
+    Py_XSETREF(rt_decision, Py_NewRef(decision));
+    if (handle == NULL) {
+        Py_DECREF(res);
+        return raise_runtime_not_found(mod);
+    }
+    PyObject *path = path_of(handle);
+    if (path == NULL) {
+        PyErr_Clear();
+        path = Py_NewRef(loaded_from);
+    }
+    Py_XSETREF(rt_path, path);
+    Py_DECREF(res);
+    const char *cpath = PyUnicode_AsUTF8(rt_path);
+    if (cpath == NULL)
+        return -1;
+    Py_BEGIN_ALLOW_THREADS
+    rt_is_hip = family_is_hip(handle, cpath);
+    for (int i = 0; i < N4P_GPU_COUNT; i++) {
+        const char *alt = rt_is_hip ? rt_names[i].hip_alt : rt_names[i].cuda_alt;
+        void *p = dlsym(handle, rt_symbol(i));
+        if (p == NULL && *alt)
+            p = dlsym(handle, alt);
+        rt_fns[i] = p;
+    }
+    Py_END_ALLOW_THREADS
+    atomic_store_explicit(&rt_loaded, 1, memory_order_release);
+    return 0;
+fail:
+    Py_DECREF(attempts);
+    Py_DECREF(res);
+    return -1;
+}
+
+static int
+rt_load(PyObject *mod)
+{
+    if (rt_lock == NULL) {
+        rt_lock = PyThread_allocate_lock(); /* the GIL serialises this */
+        if (rt_lock == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(rt_lock, WAIT_LOCK);
+    Py_END_ALLOW_THREADS
+    int rc = 0;
+    if (!atomic_load_explicit(&rt_loaded, memory_order_acquire))
+        rc = rt_load_locked(mod);
+    PyThread_release_lock(rt_lock);
+    return rc;
+}
+
+/* The function pointer of entry idx (loads the runtime), or NULL with
+ * GpuRuntimeError set. */
+static void *
+rt_fn(PyObject *mod, int idx)
+{
+    if (!atomic_load_explicit(&rt_loaded, memory_order_acquire) && rt_load(mod) < 0)
+        return NULL;
+    void *p = rt_fns[idx];
+    if (p == NULL) {
+        const char *alt = rt_is_hip ? rt_names[idx].hip_alt : rt_names[idx].cuda_alt;
+        if (*alt)
+            PyErr_Format(n4p_get_state(mod)->gpu_runtime_error,
+                         "function %s (or %s) is not found in the GPU runtime %S",
+                         rt_symbol(idx), alt, rt_path);
+        else
+            PyErr_Format(n4p_get_state(mod)->gpu_runtime_error,
+                         "function %s is not found in the GPU runtime %S", rt_symbol(idx),
+                         rt_path);
+    }
+    return p;
+}
+
+#define RT_FN(mod, id, var)                                                  \
+    n4p_gpu_##id##_fn var = (n4p_gpu_##id##_fn)rt_fn((mod), N4P_GPU_##id);   \
+    if (var == NULL)                                                         \
+        return NULL
+
+/* Raise GpuRuntimeError for a failing status of entry idx; returns NULL. */
+static PyObject *
+rt_raise(PyObject *mod, int idx, int status)
+{
+    n4p_state *st = n4p_get_state(mod);
+    n4p_gpu_GET_ERROR_NAME_fn name_fn = (n4p_gpu_GET_ERROR_NAME_fn)rt_fns[N4P_GPU_GET_ERROR_NAME];
+    n4p_gpu_GET_ERROR_STRING_fn str_fn =
+        (n4p_gpu_GET_ERROR_STRING_fn)rt_fns[N4P_GPU_GET_ERROR_STRING];
+    const char *name = NULL, *text = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    if (name_fn != NULL)
+        name = name_fn(status);
+    if (str_fn != NULL)
+        text = str_fn(status);
+    Py_END_ALLOW_THREADS
+    PyObject *msg = PyUnicode_FromFormat("%s failed: %s (%d): %s", rt_symbol(idx),
+                                         name ? name : "error", status,
+                                         text ? text : "unknown error");
+    if (msg == NULL)
+        return NULL;
+    PyObject *exc = PyObject_CallOneArg(st->gpu_runtime_error, msg);
+    Py_DECREF(msg);
+    if (exc == NULL)
+        return NULL;
+    PyObject *code = PyLong_FromLong(status);
+    PyObject *fname = PyUnicode_FromString(rt_symbol(idx));
+    if (code == NULL || fname == NULL || PyObject_SetAttrString(exc, "status", code) < 0 ||
+        PyObject_SetAttrString(exc, "function", fname) < 0) {
+        Py_XDECREF(code);
+        Py_XDECREF(fname);
+        Py_DECREF(exc);
+        return NULL;
+    }
+    Py_DECREF(code);
+    Py_DECREF(fname);
+    PyErr_SetObject(st->gpu_runtime_error, exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+#define CHECK(mod, id, status)                      \
+    do {                                            \
+        if ((status) != N4P_GPU_SUCCESS)            \
+            return rt_raise((mod), N4P_GPU_##id, (status)); \
+    } while (0)
+
+/* ------------------------------------------------------- argument helpers */
+
+static int
+nargs_exact(const char *fname, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi)
+{
+    if (nargs < lo || nargs > hi) {
+        if (lo == hi)
+            PyErr_Format(PyExc_TypeError, "%s() takes %zd argument%s (%zd given)", fname, lo,
+                         lo == 1 ? "" : "s", nargs);
+        else
+            PyErr_Format(PyExc_TypeError, "%s() takes %zd to %zd arguments (%zd given)", fname,
+                         lo, hi, nargs);
+        return -1;
+    }
+    return 0;
+}
+
+/* A stream argument: None -> 0, an int, or any stream object nccl accepts. */
+static int
+arg_stream(PyObject *mod, PyObject *o, void **out)
+{
+    return n4p_stream_resolve(mod, o, out);
+}
+
+static PyObject *
+ptr_obj(void *p)
+{
+    return PyLong_FromVoidPtr(p);
+}
+
+/* ------------------------------------------------------------ the methods */
+
+#define FASTCALL_ARGS PyObject *mod, PyObject *const *args, Py_ssize_t nargs
+
+static PyObject *
+rt_device_count(PyObject *mod, PyObject *Py_UNUSED(unused))
+{
+    RT_FN(mod, GET_DEVICE_COUNT, fn);
+    int count = 0, status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(&count);
+    Py_END_ALLOW_THREADS
+    if (status == N4P_GPU_ERROR_NO_DEVICE)
+        return PyLong_FromLong(0); /* "no device" is an answer, not a failure */
+    CHECK(mod, GET_DEVICE_COUNT, status);
+    return PyLong_FromLong(count);
+}
+
+static PyObject *
+rt_get_device(PyObject *mod, PyObject *Py_UNUSED(unused))
+{
+    RT_FN(mod, GET_DEVICE, fn);
+    int dev = 0, status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(&dev);
+    Py_END_ALLOW_THREADS
+    CHECK(mod, GET_DEVICE, status);
+    return PyLong_FromLong(dev);
+}
+
+static PyObject *
+rt_set_device(PyObject *mod, PyObject *arg)
+{
+    int dev;
+    if (n4p_arg_int(arg, "device", &dev) < 0)
+        return NULL;
+    RT_FN(mod, SET_DEVICE, fn);
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(dev);
+    Py_END_ALLOW_THREADS
+    CHECK(mod, SET_DEVICE, status);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+rt_device_name(PyObject *mod, PyObject *arg)
+{
+    int dev;
+    if (n4p_arg_int(arg, "device", &dev) < 0)
+        return NULL;
+    RT_FN(mod, GET_DEVICE_PROPERTIES, fn);
+    char *prop = PyMem_Calloc(1, N4P_GPU_PROP_BYTES);
+    if (prop == NULL)
+        return PyErr_NoMemory();
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(prop, dev);
+    Py_END_ALLOW_THREADS
+    if (status != N4P_GPU_SUCCESS) {
+        PyMem_Free(prop);
+        return rt_raise(mod, N4P_GPU_GET_DEVICE_PROPERTIES, status);
+    }
+    PyObject *r = PyUnicode_DecodeUTF8(prop, strnlen(prop, 256), "replace");
+    PyMem_Free(prop);
+    return r;
+}
+
+static PyObject *
+rt_pci_bus_id(PyObject *mod, PyObject *arg)
+{
+    int dev;
+    if (n4p_arg_int(arg, "device", &dev) < 0)
+        return NULL;
+    RT_FN(mod, DEVICE_GET_PCI_BUS_ID, fn);
+    char buf[64] = "";
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(buf, (int)sizeof buf - 1, dev);
+    Py_END_ALLOW_THREADS
+    CHECK(mod, DEVICE_GET_PCI_BUS_ID, status);
+    return PyUnicode_FromStringAndSize(buf, (Py_ssize_t)strnlen(buf, sizeof buf));
+}
+
+static PyObject *
+rt_device_synchronize(PyObject *mod, PyObject *Py_UNUSED(unused))
+{
+    RT_FN(mod, DEVICE_SYNCHRONIZE, fn);
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn();
+    Py_END_ALLOW_THREADS
+    CHECK(mod, DEVICE_SYNCHRONIZE, status);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+rt_runtime_version(PyObject *mod, PyObject *Py_UNUSED(unused))
+{
+    RT_FN(mod, RUNTIME_GET_VERSION, fn);
+    int v = 0, status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(&v);
+    Py_END_ALLOW_THREADS
+    CHECK(mod, RUNTIME_GET_VERSION, status);
+    return PyLong_FromLong(v);
+}
+
+static PyObject *
+rt_stream_create(FASTCALL_ARGS)
+{
+    unsigned int flags = N4P_GPU_STREAM_NON_BLOCKING;
+    if (nargs_exact("gpu_runtime_stream_create", nargs, 0, 1) < 0 ||
+        (nargs == 1 && n4p_arg_uint(args[0], "flags", &flags) < 0))
+        return NULL;
+    RT_FN(mod, STREAM_CREATE_WITH_FLAGS, fn);
+    void *s = NULL;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(&s, flags);
+    Py_END_ALLOW_THREADS
+    CHECK(mod, STREAM_CREATE_WITH_FLAGS, status);
+    return ptr_obj(s);
+}
+
+/* Methods taking one handle: destroy/synchronize a stream or an event, free. */
+#define ONE_HANDLE(pyname, id, argname, resolver)                   \
+    static PyObject *pyname(PyObject *mod, PyObject *arg)           \
+    {                                                               \
+        void *h;                                                    \
+        if (resolver < 0)                                           \
+            return NULL;                                            \
+        RT_FN(mod, id, fn);                                         \
+        int status;                                                 \
+        Py_BEGIN_ALLOW_THREADS                                      \
+        status = fn(h);                                             \
+        Py_END_ALLOW_THREADS                                        \
+        CHECK(mod, id, status);                                     \
+        Py_RETURN_NONE;                                             \
+    }
+
+ONE_HANDLE(rt_stream_destroy, STREAM_DESTROY, "stream", arg_stream(mod, arg, &h))
+ONE_HANDLE(rt_stream_synchronize, STREAM_SYNCHRONIZE, "stream", arg_stream(mod, arg, &h))
+ONE_HANDLE(rt_event_destroy, EVENT_DESTROY, "event", n4p_arg_ptr(arg, "event", &h))
+ONE_HANDLE(rt_event_synchronize, EVENT_SYNCHRONIZE, "event", n4p_arg_ptr(arg, "event", &h))
+ONE_HANDLE(rt_free, FREE, "ptr", n4p_arg_ptr(arg, "ptr", &h))
+ONE_HANDLE(rt_free_host, FREE_HOST, "ptr", n4p_arg_ptr(arg, "ptr", &h))
+
+static PyObject *
+rt_stream_query(PyObject *mod, PyObject *arg)
+{
+    void *s;
+    if (arg_stream(mod, arg, &s) < 0)
+        return NULL;
+    RT_FN(mod, STREAM_QUERY, fn);
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(s);
+    Py_END_ALLOW_THREADS
+    if (status == N4P_GPU_ERROR_NOT_READY)
+        Py_RETURN_FALSE;
+    CHECK(mod, STREAM_QUERY, status);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+rt_event_create(FASTCALL_ARGS)
+{
+    unsigned int flags = 0;
+    if (nargs_exact("gpu_runtime_event_create", nargs, 0, 1) < 0 ||
+        (nargs == 1 && n4p_arg_uint(args[0], "flags", &flags) < 0))
+        return NULL;
+    RT_FN(mod, EVENT_CREATE_WITH_FLAGS, fn);
+    void *e = NULL;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(&e, flags);
+    Py_END_ALLOW_THREADS
+    CHECK(mod, EVENT_CREATE_WITH_FLAGS, status);
+    return ptr_obj(e);
+}
+
+static PyObject *
+rt_event_record(FASTCALL_ARGS)
+{
+    void *e, *s = NULL;
+    if (nargs_exact("gpu_runtime_event_record", nargs, 1, 2) < 0 ||
+        n4p_arg_ptr(args[0], "event", &e) < 0 ||
+        (nargs == 2 && arg_stream(mod, args[1], &s) < 0))
+        return NULL;
+    RT_FN(mod, EVENT_RECORD, fn);
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(e, s);
+    Py_END_ALLOW_THREADS
+    CHECK(mod, EVENT_RECORD, status);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+rt_event_elapsed(FASTCALL_ARGS)
+{
+    void *a, *b;
+    if (nargs_exact("gpu_runtime_event_elapsed", nargs, 2, 2) < 0 ||
+        n4p_arg_ptr(args[0], "start", &a) < 0 || n4p_arg_ptr(args[1], "stop", &b) < 0)
+        return NULL;
+    RT_FN(mod, EVENT_ELAPSED_TIME, fn);
+    float ms = 0.0f;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(&ms, a, b);
+    Py_END_ALLOW_THREADS
+    CHECK(mod, EVENT_ELAPSED_TIME, status);
+    return PyFloat_FromDouble((double)ms);
+}
+
+static PyObject *
+rt_malloc(PyObject *mod, PyObject *arg)
+{
+    size_t size;
+    if (n4p_arg_size(arg, "size", &size) < 0)
+        return NULL;
+    RT_FN(mod, MALLOC, fn);
+    void *p = NULL;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(&p, size);
+    Py_END_ALLOW_THREADS
+    CHECK(mod, MALLOC, status);
+    return ptr_obj(p);
+}
+
+static PyObject *
+rt_malloc_host(FASTCALL_ARGS)
+{
+    size_t size;
+    unsigned int flags = N4P_GPU_HOST_ALLOC_PORTABLE;
+    if (nargs_exact("gpu_runtime_malloc_host", nargs, 1, 2) < 0 ||
+        n4p_arg_size(args[0], "size", &size) < 0 ||
+        (nargs == 2 && n4p_arg_uint(args[1], "flags", &flags) < 0))
+        return NULL;
+    RT_FN(mod, HOST_ALLOC, fn);
+    void *p = NULL;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(&p, size, flags);
+    Py_END_ALLOW_THREADS
+    CHECK(mod, HOST_ALLOC, status);
+    return ptr_obj(p);
+}
+
+/* memcpy(dst, src, size[, stream]): the async variant when a stream is given
+ * (None included); the runtime infers the direction (MemcpyDefault). */
+static PyObject *
+rt_memcpy_impl(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, int async)
+{
+    void *dst, *src, *s = NULL;
+    size_t size;
+    const char *fname = async ? "gpu_runtime_memcpy_async" : "gpu_runtime_memcpy";
+    if (nargs_exact(fname, nargs, 3 + async, 3 + async) < 0 ||
+        n4p_arg_ptr(args[0], "dst", &dst) < 0 || n4p_arg_ptr(args[1], "src", &src) < 0 ||
+        n4p_arg_size(args[2], "size", &size) < 0 ||
+        (async && arg_stream(mod, args[3], &s) < 0))
+        return NULL;
+    int status;
+    if (async) {
+        RT_FN(mod, MEMCPY_ASYNC, fn);
+        Py_BEGIN_ALLOW_THREADS
+        status = fn(dst, src, size, N4P_GPU_MEMCPY_DEFAULT, s);
+        Py_END_ALLOW_THREADS
+        CHECK(mod, MEMCPY_ASYNC, status);
+    } else {
+        RT_FN(mod, MEMCPY, fn);
+        Py_BEGIN_ALLOW_THREADS
+        status = fn(dst, src, size, N4P_GPU_MEMCPY_DEFAULT);
+        Py_END_ALLOW_THREADS
+        CHECK(mod, MEMCPY, status);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+rt_memcpy(FASTCALL_ARGS)
+{
+    return rt_memcpy_impl(mod, args, nargs, 0);
+}
+
+static PyObject *
+rt_memcpy_async(FASTCALL_ARGS)
+{
+    return rt_memcpy_impl(mod, args, nargs, 1);
+}
+
+static PyObject *
+rt_memset_impl(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, int async)
+{
+    void *p, *s = NULL;
+    int value;
+    size_t size;
+    const char *fname = async ? "gpu_runtime_memset_async" : "gpu_runtime_memset";
+    if (nargs_exact(fname, nargs, 3 + async, 3 + async) < 0 ||
+        n4p_arg_ptr(args[0], "ptr", &p) < 0 || n4p_arg_int(args[1], "value", &value) < 0 ||
+        n4p_arg_size(args[2], "size", &size) < 0 ||
+        (async && arg_stream(mod, args[3], &s) < 0))
+        return NULL;
+    int status;
+    if (async) {
+        RT_FN(mod, MEMSET_ASYNC, fn);
+        Py_BEGIN_ALLOW_THREADS
+        status = fn(p, value, size, s);
+        Py_END_ALLOW_THREADS
+        CHECK(mod, MEMSET_ASYNC, status);
+    } else {
+        RT_FN(mod, MEMSET, fn);
+        Py_BEGIN_ALLOW_THREADS
+        status = fn(p, value, size);
+        Py_END_ALLOW_THREADS
+        CHECK(mod, MEMSET, status);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+rt_memset(FASTCALL_ARGS)
+{
+    return rt_memset_impl(mod, args, nargs, 0);
+}
+
+static PyObject *
+rt_memset_async(FASTCALL_ARGS)
+{
+    return rt_memset_impl(mod, args, nargs, 1);
+}
+
+/* (memory type, device) of a pointer; types are N4P_GPU_MEM_*. */
+static PyObject *
+rt_pointer_attributes(PyObject *mod, PyObject *arg)
+{
+    void *p;
+    if (n4p_arg_ptr(arg, "ptr", &p) < 0)
+        return NULL;
+    RT_FN(mod, POINTER_GET_ATTRIBUTES, fn);
+    /* room for either runtime's struct, which begins with our common fields */
+    union {
+        n4p_gpu_pointer_attributes common;
+        unsigned char room[256];
+    } attrs;
+    memset(&attrs, 0, sizeof attrs);
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(&attrs, p);
+    Py_END_ALLOW_THREADS
+    CHECK(mod, POINTER_GET_ATTRIBUTES, status);
+    return Py_BuildValue("(ii)", attrs.common.type, attrs.common.device);
+}
+
+static PyObject *
+rt_error_string(PyObject *mod, PyObject *arg)
+{
+    int code;
+    if (n4p_arg_int(arg, "status", &code) < 0)
+        return NULL;
+    RT_FN(mod, GET_ERROR_STRING, fn);
+    const char *s;
+    Py_BEGIN_ALLOW_THREADS
+    s = fn(code);
+    Py_END_ALLOW_THREADS
+    return PyUnicode_FromString(s ? s : "unknown error");
+}
+
+static PyObject *
+rt_error_name(PyObject *mod, PyObject *arg)
+{
+    int code;
+    if (n4p_arg_int(arg, "status", &code) < 0)
+        return NULL;
+    RT_FN(mod, GET_ERROR_NAME, fn);
+    const char *s;
+    Py_BEGIN_ALLOW_THREADS
+    s = fn(code);
+    Py_END_ALLOW_THREADS
+    return PyUnicode_FromString(s ? s : "unknown error");
+}
+
+/* {"loaded", "platform", "path", "decision", "attempts", "missing"}; loads
+ * the runtime if possible and never raises for a missing one (the error is
+ * under "error"). */
+static PyObject *
+rt_info(PyObject *mod, PyObject *Py_UNUSED(unused))
+{
+    PyObject *error = Py_NewRef(Py_None);
+    if (!atomic_load_explicit(&rt_loaded, memory_order_acquire) && rt_load(mod) < 0) {
+        if (!PyErr_ExceptionMatches(n4p_get_state(mod)->gpu_runtime_error)) {
+            Py_DECREF(error);
+            return NULL;
+        }
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        Py_SETREF(error, value ? PyObject_Str(value) : PyUnicode_FromString("unknown error"));
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        if (error == NULL)
+            return NULL;
+    }
+    int loaded = atomic_load_explicit(&rt_loaded, memory_order_acquire);
+    PyObject *missing = PyList_New(0);
+    for (int i = 0; loaded && missing != NULL && i < N4P_GPU_COUNT; i++) {
+        if (rt_fns[i] != NULL)
+            continue;
+        PyObject *s = PyUnicode_FromString(rt_symbol(i));
+        if (s == NULL || PyList_Append(missing, s) < 0)
+            Py_CLEAR(missing);
+        Py_XDECREF(s);
+    }
+    if (missing == NULL) {
+        Py_DECREF(error);
+        return NULL;
+    }
+    PyObject *r = Py_BuildValue(
+        "{s:O,s:s,s:O,s:O,s:O,s:N,s:N}", "loaded", loaded ? Py_True : Py_False, "platform",
+        loaded ? (rt_is_hip ? "rocm" : "cuda") : NULL, "path", rt_path ? rt_path : Py_None,
+        "decision", rt_decision ? rt_decision : Py_None, "attempts",
+        rt_attempts ? rt_attempts : Py_None, "missing", missing, "error", error);
+    return r;
+}
+
+/* Every table entry: [(HIP symbol, CUDA symbol, HIP fallback, CUDA fallback)]. */
+static PyObject *
+rt_table(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(unused))
+{
+    PyObject *out = PyList_New(N4P_GPU_COUNT);
+    for (int i = 0; out != NULL && i < N4P_GPU_COUNT; i++) {
+        PyObject *t = Py_BuildValue("(ssss)", rt_names[i].hip, rt_names[i].cuda,
+                                    rt_names[i].hip_alt, rt_names[i].cuda_alt);
+        if (t == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+/* ------------------------------------------------------- DLPack export */
+
+/* A 1-D int8 DLPack tensor of `nbytes` bytes at `ptr` on (device_type,
+ * device_id) that keeps `owner` alive until the consumer's deleter runs. */
+typedef struct {
+    int64_t shape[1];
+    PyObject *owner;
+} rt_dl_ctx;
+
+static void
+rt_dl_release_ctx(void *ctx_)
+{
+    rt_dl_ctx *ctx = ctx_;
+    if (ctx == NULL)
+        return;
+    PyGILState_STATE g = PyGILState_Ensure(); /* consumers may call without the GIL */
+    Py_XDECREF(ctx->owner);
+    PyMem_RawFree(ctx);
+    PyGILState_Release(g);
+}
+
+static void
+rt_dl_deleter(n4p_dlmanaged *m)
+{
+    rt_dl_release_ctx(m->manager_ctx);
+    PyMem_RawFree(m);
+}
+
+static void
+rt_dl_deleter_v(n4p_dlmanaged_v *m)
+{
+    rt_dl_release_ctx(m->manager_ctx);
+    PyMem_RawFree(m);
+}
+
+static void
+rt_capsule_destructor(PyObject *cap)
+{
+    /* an unconsumed capsule still owns its tensor */
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        n4p_dlmanaged *m = PyCapsule_GetPointer(cap, "dltensor");
+        if (m && m->deleter)
+            m->deleter(m);
+    } else if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        n4p_dlmanaged_v *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
+        if (m && m->deleter)
+            m->deleter(m);
+    }
+}
+
+static PyObject *
+rt_dlpack_capsule(FASTCALL_ARGS)
+{
+    void *ptr;
+    size_t nbytes;
+    int devtype, devid, versioned, readonly = 0;
+    (void)mod;
+    if (nargs_exact("gpu_runtime_dlpack_capsule", nargs, 6, 7) < 0 ||
+        n4p_arg_ptr(args[0], "ptr", &ptr) < 0 || n4p_arg_size(args[1], "nbytes", &nbytes) < 0 ||
+        n4p_arg_int(args[2], "device_type", &devtype) < 0 ||
+        n4p_arg_int(args[3], "device_id", &devid) < 0)
+        return NULL;
+    versioned = PyObject_IsTrue(args[5]);
+    if (versioned < 0 || (nargs == 7 && (readonly = PyObject_IsTrue(args[6])) < 0))
+        return NULL;
+    if (nbytes > (size_t)INT64_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "nbytes is too large");
+        return NULL;
+    }
+    rt_dl_ctx *ctx = PyMem_RawCalloc(1, sizeof *ctx);
+    if (ctx == NULL)
+        return PyErr_NoMemory();
+    ctx->shape[0] = (int64_t)nbytes;
+    ctx->owner = Py_NewRef(args[4]);
+    n4p_dltensor t = {
+        .data = ptr,
+        .device = {devtype, devid},
+        .ndim = 1,
+        .dtype = {0 /* kDLInt */, 8, 1},
+        .shape = ctx->shape,
+        .strides = NULL,
+        .byte_offset = 0,
+    };
+    PyObject *cap;
+    if (versioned) {
+        n4p_dlmanaged_v *m = PyMem_RawCalloc(1, sizeof *m);
+        if (m == NULL) {
+            rt_dl_release_ctx(ctx);
+            return PyErr_NoMemory();
+        }
+        m->version.major = 1;
+        m->version.minor = 1;
+        m->manager_ctx = ctx;
+        m->deleter = rt_dl_deleter_v;
+        m->flags = readonly ? 1u /* DLPACK_FLAG_BITMASK_READ_ONLY */ : 0u;
+        m->dl_tensor = t;
+        cap = PyCapsule_New(m, "dltensor_versioned", rt_capsule_destructor);
+        if (cap == NULL)
+            rt_dl_deleter_v(m);
+    } else {
+        n4p_dlmanaged *m = PyMem_RawCalloc(1, sizeof *m);
+        if (m == NULL) {
+            rt_dl_release_ctx(ctx);
+            return PyErr_NoMemory();
+        }
+        m->manager_ctx = ctx;
+        m->deleter = rt_dl_deleter;
+        m->dl_tensor = t;
+        cap = PyCapsule_New(m, "dltensor", rt_capsule_destructor);
+        if (cap == NULL)
+            rt_dl_deleter(m);
+    }
+    return cap;
+}
+
+/* ------------------------------------------------------------ registration */
+
+#define M_O(name, fn, doc) {"gpu_runtime_" name, (PyCFunction)fn, METH_O, doc}
+#define M_NO(name, fn, doc) {"gpu_runtime_" name, (PyCFunction)fn, METH_NOARGS, doc}
+#define M_FAST(name, fn, doc) \
+    {"gpu_runtime_" name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, doc}
+
+static PyMethodDef rt_methods[] = {
+    M_NO("info", rt_info, "Where the GPU runtime was loaded from (loads it; never raises)."),
+    M_NO("table", rt_table, "[(hip, cuda, hip fallback, cuda fallback)] per table entry."),
+    M_NO("device_count", rt_device_count,
+         "Number of GPUs (0 when the runtime reports no device)."),
+    M_NO("get_device", rt_get_device, "The calling thread's current device."),
+    M_O("set_device", rt_set_device, "Make a device current for the calling thread."),
+    M_O("device_name", rt_device_name, "The device's name."),
+    M_O("pci_bus_id", rt_pci_bus_id, "The device's PCI bus id."),
+    M_NO("device_synchronize", rt_device_synchronize, "Wait for the current device."),
+    M_NO("runtime_version", rt_runtime_version, "The runtime's version number."),
+    M_FAST("stream_create", rt_stream_create,
+           "stream_create(flags=NonBlocking) -> handle on the current device."),
+    M_O("stream_destroy", rt_stream_destroy, "Destroy a stream."),
+    M_O("stream_synchronize", rt_stream_synchronize, "Wait for a stream."),
+    M_O("stream_query", rt_stream_query, "True when the stream's work is complete."),
+    M_FAST("event_create", rt_event_create, "event_create(flags=0) -> handle."),
+    M_O("event_destroy", rt_event_destroy, "Destroy an event."),
+    M_FAST("event_record", rt_event_record, "event_record(event, stream=0)."),
+    M_O("event_synchronize", rt_event_synchronize, "Wait for an event."),
+    M_FAST("event_elapsed", rt_event_elapsed, "event_elapsed(start, stop) -> milliseconds."),
+    M_O("malloc", rt_malloc, "malloc(size) -> device pointer on the current device."),
+    M_O("free", rt_free, "Free device memory."),
+    M_FAST("malloc_host", rt_malloc_host, "malloc_host(size, flags=Portable) -> pinned host memory."),
+    M_O("free_host", rt_free_host, "Free pinned host memory."),
+    M_FAST("memcpy", rt_memcpy, "memcpy(dst, src, size) (direction inferred)."),
+    M_FAST("memcpy_async", rt_memcpy_async, "memcpy_async(dst, src, size, stream)."),
+    M_FAST("memset", rt_memset, "memset(ptr, value, size)."),
+    M_FAST("memset_async", rt_memset_async, "memset_async(ptr, value, size, stream)."),
+    M_O("pointer_attributes", rt_pointer_attributes,
+        "(memory type, device) of a pointer: 0 unregistered, 1 host, 2 device, 3 managed."),
+    M_O("error_string", rt_error_string, "The runtime's description of a status code."),
+    M_O("error_name", rt_error_name, "The runtime's name of a status code."),
+    M_FAST("dlpack_capsule", rt_dlpack_capsule,
+           "dlpack_capsule(ptr, nbytes, device_type, device_id, owner, versioned, readonly=False)"
+           "\n1-D int8 DLPack capsule over the memory; keeps owner alive."),
+    {NULL, NULL, 0, NULL},
+};
+
+int
+n4p_init_gpu_runtime(PyObject *mod, n4p_state *st)
+{
+    st->gpu_runtime_error = PyErr_NewExceptionWithDoc(
+        "nccl._nccl.GpuRuntimeError",
+        "A HIP or CUDA runtime call failed (or no runtime could be loaded).\n"
+        "The message is the runtime's own; `.status` is the status code.",
+        PyExc_RuntimeError, NULL);
+    if (st->gpu_runtime_error == NULL ||
+        PyModule_AddObjectRef(mod, "GpuRuntimeError", st->gpu_runtime_error) < 0)
+        return -1;
+    return PyModule_AddFunctions(mod, rt_methods);
+}
