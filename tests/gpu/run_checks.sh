@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# GPU check of nccl4py on one NVIDIA GPU with the real NCCL: the gpu-marked
-# tests and the per-call overhead against peers, in one call.
+# GPU check of nccl4py on one GPU with the real library: the gpu-marked tests
+# and the per-call overhead against peers, in one call.  On an NVIDIA machine it
+# uses NCCL (nvidia-nccl-cu13); on a ROCm machine (the platform decision of
+# nccl._discovery, or NCCL4PY_PLATFORM=rocm) it uses RCCL, and the rows that
+# only exist on CUDA (upstream nccl4py) are skipped.
 #
 # Prepare (on a machine with PyPI, from the repository root), once:
 #     bash tests/gpu/run_checks.sh --prepare      # upstream nccl4py 0.3.1 wheel -> .whl/
@@ -29,7 +32,12 @@ check_env() {
     local ok=0
     "$PY" - <<'PYEOF' || ok=1
 import importlib.util, shutil, sys
-need = ["torch", "cupy", "cuda.core", "mpi4py", "nvidia.nccl", "numpy", "pytest"]
+import os, sys
+sys.path.insert(0, os.getcwd())
+from nccl import _discovery
+rocm = _discovery.platform()[0] == "rocm"
+print(f"  platform: {'rocm' if rocm else 'cuda'} ({_discovery.platform()[1]})")
+need = ["torch", "numpy", "pytest"] + ([] if rocm else ["cupy", "cuda.core", "mpi4py", "nvidia.nccl"])
 missing = []
 for m in need:
     try:
@@ -53,7 +61,7 @@ plan() {
 plan:
   1. build nccl4py in place: $PY setup.py build_ext --inplace (no downloads)
   2. install upstream nccl4py $UPSTREAM_VERSION from .whl/ into a private folder
-  3. NCCL4PY_TEST_LIBRARY=<nvidia-nccl libnccl.so.2> $PY -m pytest -m gpu tests/gpu (240 s limit)
+  3. NCCL4PY_TEST_LIBRARY=<libnccl.so.2 of nvidia-nccl, or librccl.so on ROCm> $PY -m pytest -m gpu tests/gpu (240 s limit)
   4. $PY bench/gpu_call_overhead.py --calls 10000 --upstream <folder> --out $OUTDIR (150 s limit)
   5. write $OUTDIR/report.md (tests summary + overhead table) and the raw numbers
 PLAN
@@ -82,7 +90,17 @@ if ls .whl/nccl4py-"$UPSTREAM_VERSION"-*.whl >/dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --target "$UP" .whl/nccl4py-"$UPSTREAM_VERSION"-*.whl \
         || echo "upstream install failed"
 fi
-LIB=$("$PY" -c "import nccl._discovery as d; w = d._wheel_libraries(); print(w[0] if w else '')")
+LIB=$("$PY" - <<'PYEOF'
+import os
+import nccl._discovery as d
+if d.platform()[0] == "rocm":
+    paths = [p for _, p in d._rocm_candidates() if os.path.isabs(p) and os.path.exists(p)]
+    print(paths[0] if paths else "librccl.so")
+else:
+    w = d._wheel_libraries()
+    print(w[0] if w else "libnccl.so.2")
+PYEOF
+)
 NCCL4PY_TEST_LIBRARY=$LIB timeout 240 "$PY" -m pytest -m gpu tests/gpu -q -rs \
     --junitxml="$OUTDIR/gpu-tests.xml" 2>&1 | tee "$OUTDIR/gpu-tests.log"
 tests_rc=${PIPESTATUS[0]}
@@ -93,7 +111,7 @@ timeout 150 "$PY" bench/gpu_call_overhead.py --calls 10000 "${UPARG[@]}" --out "
 {
     echo "# nccl4py GPU check"
     echo
-    echo "- date: $(date -u +%FT%TZ); GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+    echo "- date: $(date -u +%FT%TZ); GPU: $( (nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || rocm-smi --showproductname) 2>/dev/null | head -3 | tr '\n' ' ')"
     echo "- library: $LIB"
     echo "- gpu tests: exit $tests_rc; $(tail -1 "$OUTDIR/gpu-tests.log")"
     echo "- wall time: $(( $(date +%s) - start )) s"

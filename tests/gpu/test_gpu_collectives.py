@@ -1,7 +1,8 @@
-"""GPU checks with the real NCCL on one GPU (marked ``gpu``).
+"""GPU checks with the real NCCL (or RCCL) on one GPU (marked ``gpu``).
 
 Run by tests/gpu/run_checks.sh on a machine with an NVIDIA GPU, torch, CuPy,
-cuda.core and nvidia-nccl-cu13; skipped everywhere else with the reason.
+cuda.core and nvidia-nccl-cu13, or an AMD GPU with ROCm torch and RCCL (torch
+exposes both through ``torch.cuda``); skipped everywhere else with the reason.
 The test process must run on the real library:
 ``NCCL4PY_TEST_LIBRARY=/path/to/libnccl.so.2 pytest -m gpu tests/gpu``.
 """
@@ -25,8 +26,8 @@ from nccl import _nccl  # noqa: E402
 
 @pytest.fixture(scope="module")
 def comm():
-    if _nccl.library_family() != "nccl":
-        pytest.skip("the test process is not on the real NCCL: set NCCL4PY_TEST_LIBRARY "
+    if _nccl.library_family() not in ("nccl", "rccl"):
+        pytest.skip("the test process is not on the real NCCL/RCCL: set NCCL4PY_TEST_LIBRARY "
                     "(tests/gpu/run_checks.sh does)")
     torch.cuda.set_device(0)
     c = nc.Communicator.init(1, 0, nc.get_unique_id())
@@ -104,6 +105,8 @@ def test_cupy_buffers(comm):
 
 
 def test_cuda_core_buffers(comm):
+    import nccl  # noqa: F401  (on ROCm this registers the HIP shim as cuda.core)
+
     core = pytest.importorskip("cuda.core")
     dev = core.Device(0)
     dev.set_current()
@@ -157,8 +160,8 @@ def test_cuda_graph_capture_and_replay(comm):
 
 
 def test_non_blocking_init_and_async_error_polling():
-    if _nccl.library_family() != "nccl":
-        pytest.skip("not on the real NCCL")
+    if _nccl.library_family() not in ("nccl", "rccl"):
+        pytest.skip("not on the real NCCL/RCCL")
     cfg = nc.NCCLConfig(blocking=False)
     c = nc.Communicator.init(1, 0, nc.get_unique_id(), cfg)
     deadline = time.monotonic() + 60
