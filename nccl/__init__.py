@@ -8,7 +8,7 @@ from ._hip_compat import register as _register_cuda_core_shim
 
 _register_cuda_core_shim()  # ROCm only, when cuda.core is not installed (see nccl._hip_compat)
 
-__all__ = ["__version__", "bindings"]
+__all__ = ["__version__", "bindings", "get_version", "show_versions"]
 
 
 def __getattr__(name):
@@ -16,4 +16,8 @@ def __getattr__(name):
         import importlib
 
         return importlib.import_module("nccl.bindings")
+    if name in ("get_version", "show_versions", "VersionInfo", "LibraryInfo"):
+        from . import _show_versions
+
+        return getattr(_show_versions, name)
     raise AttributeError(f"module 'nccl' has no attribute {name!r}")

@@ -1,0 +1,5 @@
+import sys
+
+from nccl.bench.cli import main
+
+sys.exit(main())

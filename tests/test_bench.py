@@ -1,0 +1,216 @@
+"""``python -m nccl.bench`` on the host backend with 2 ranks: nccl-tests'
+format, real correctness checks, JSON, the exit status and the plot."""
+from __future__ import annotations
+
+import json
+import re
+import struct
+import subprocess
+import sys
+import zlib
+
+import pytest
+
+from conftest import clean_env
+from test_host_collectives import host_available
+
+pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
+
+HEADER = [
+    "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place" + " " * 10,
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong "
+    "    time   algbw   busbw  #wrong ",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)         "
+    "    (us)  (GB/s)  (GB/s)         ",
+]
+ROW = re.compile(r"^ {0,11}\d+  {1,12}\d+  +\S+  +\S+  +-?\d+(  +\S+  +\S+  +\S+  +\S+){2}$")
+FACTORS = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+           "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0,
+           "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
+           "gather": lambda n: (n - 1) / n, "scatter": lambda n: (n - 1) / n,
+           "sendrecv": lambda n: 1.0, "allreduce_with_bias": lambda n: 2 * (n - 1) / n,
+           "alltoallv": lambda n: (n - 1) / n}
+
+
+def bench(*args, env=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "nccl.bench", "--nranks", "2", "--backend",
+                           "host", *args], env=env or clean_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def parse(text):
+    """Blocks of nccl-tests output: {binary: {"rows": [...], "avg": float, ...}}."""
+    blocks, cur = {}, None
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("# Collective test starting: "):
+            cur = {"rows": [], "lines": []}
+            blocks[line.split(": ")[1]] = cur
+        if cur is None:
+            continue
+        cur["lines"].append(line)
+        if line and not line.startswith("#"):
+            assert ROW.match(line), repr(line)
+            f = line.split()
+            cur["rows"].append({"size": int(f[0]), "count": int(f[1]), "type": f[2],
+                                "redop": f[3], "root": int(f[4]),
+                                "oop": [float(f[5]), float(f[6]), float(f[7]), f[8]],
+                                "ip": [float(f[9]), float(f[10]), float(f[11]), f[12]]})
+        m = re.match(r"# Avg bus bandwidth    : (\S+) $", line)
+        if m:
+            cur["avg"] = float(m.group(1))
+        if line.startswith("# Out of bounds values : "):
+            cur["oob"] = line.split(": ")[1]
+        if line.startswith("# Collective test concluded"):
+            cur = None
+    return blocks
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "r.json"
+    p = bench("all", "-b", "1K", "-e", "64K", "-f", "8", "-n", "3", "-J", str(out))
+    return p, json.loads(out.read_text()) if out.exists() else None
+
+
+def test_format(sweep):
+    p, _ = sweep
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith("# nccl-tests version ")
+    assert "nccl-library=" in p.stdout.splitlines()[0]
+    blocks = parse(p.stdout)
+    assert set(blocks) == {f"{c}_perf" for c in FACTORS}
+    for name, b in blocks.items():
+        text = "\n".join(b["lines"])
+        assert "# nThread 1 nGpus 1 minBytes 1024 maxBytes 65536 step: 8(factor) warmup iters: "\
+               "1 iters: 3 agg iters: 1 validation: 1 graph: 0 unalign: 0" in text
+        assert "# Using devices" in text and text.count("#  Rank ") == 2
+        for h in HEADER:
+            assert h in b["lines"], (name, h)
+        assert [r["size"] for r in b["rows"]] == [1024, 8192, 65536]
+        assert b["oob"] == "0 OK"
+        assert b["lines"][-1] == f"# Collective test concluded: {name}"
+        halves = [r[k] for r in b["rows"] for k in ("oop", "ip")]
+        assert all(h[3] == "0" for h in halves), name  # #wrong
+        assert b["avg"] == pytest.approx(sum(h[2] for h in halves) / len(halves), abs=0.011)
+        coll = name[:-5]
+        for r in b["rows"]:
+            for h in (r["oop"], r["ip"]):
+                if h[1] >= 1:  # two decimals: compare where rounding is small
+                    assert h[2] == pytest.approx(h[1] * FACTORS[coll](2), rel=0.02, abs=0.011)
+            assert r["root"] == (0 if coll in ("broadcast", "reduce", "gather", "scatter")
+                                 else -1)
+            assert r["redop"] == ("sum" if coll in ("all_reduce", "reduce", "reduce_scatter",
+                                                    "allreduce_with_bias") else "none")
+    ar = blocks["all_reduce_perf"]["rows"][0]
+    assert ar["count"] == 256 and ar["type"] == "float"
+    ag = blocks["all_gather_perf"]["rows"][0]
+    assert ag["size"] == 1024 and ag["count"] == 128  # per-rank count
+
+
+def test_json_matches_table(sweep):
+    p, doc = sweep
+    assert doc is not None
+    assert doc["nranks"] == 2 and doc["library"]["family"] == "host"
+    table = [r for b in parse(p.stdout).values() for r in b["rows"]]
+    assert len(doc["results"]) == len(table)
+    for rec, row in zip(doc["results"], table):
+        assert (rec["size"], rec["count"], rec["type"], rec["redop"], rec["root"]) == \
+            (row["size"], row["count"], row["type"], row["redop"], row["root"])
+        for key, half in (("out_of_place", row["oop"]), ("in_place", row["ip"])):
+            assert f"{rec[key]['time']:.2f}"[:4] == f"{half[0]:.2f}"[:4] or \
+                rec[key]["time"] == pytest.approx(half[0], rel=0.01)
+            assert round(rec[key]["bus_bw"], 2) == pytest.approx(half[2], abs=0.006)
+            assert rec[key]["nwrong"] == int(half[3])
+
+
+def test_types_ops_roots_all():
+    p = bench("reduce", "-b", "64", "-e", "64", "-o", "all", "-d", "all", "-r", "all",
+              "-n", "1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = parse(p.stdout)["reduce_perf"]["rows"]
+    assert len(rows) == 12 * 6 * 2
+    assert {r["redop"] for r in rows} == {"sum", "prod", "max", "min", "avg", "mulsum"}
+    assert {r["root"] for r in rows} == {0, 1}
+    assert all(r["oop"][3] == "0" and r["ip"][3] == "0" for r in rows)
+
+
+def test_no_check_prints_na():
+    p = bench("all_reduce", "-b", "8", "-e", "8", "-c", "0", "-n", "1")
+    assert p.returncode == 0, p.stderr
+    row = parse(p.stdout)["all_reduce_perf"]["rows"][0]
+    assert row["oop"][3] == "N/A" and row["ip"][3] == "N/A"
+
+
+def test_corruption_is_detected(tmp_path):
+    out = tmp_path / "bad.json"
+    p = bench("all_reduce", "sendrecv", "-b", "1K", "-e", "2K", "-f", "2", "-n", "1", "-J",
+              str(out), env=clean_env(NCCL4PY_BENCH_TEST_CORRUPT="1"))
+    assert p.returncode != 0
+    for b in parse(p.stdout).values():
+        assert b["rows"] and all(r["oop"][3] == "1" and r["ip"][3] == "1" for r in b["rows"])
+    doc = json.loads(out.read_text())
+    assert all(r["out_of_place"]["nwrong"] == 1 for r in doc["results"])
+
+
+def test_usage_errors():
+    assert bench("no_such_collective").returncode == 2
+    assert bench("all_reduce", "-b", "2M", "-e", "1M").returncode == 2
+    assert bench("all_reduce", "-d", "complex").returncode == 2
+    h = subprocess.run([sys.executable, "-m", "nccl.bench", "--help"], capture_output=True,
+                       text=True)
+    assert h.returncode == 0 and "-b SIZE, --minbytes SIZE" in h.stdout
+
+
+def test_sizes_and_factors():
+    from nccl.bench.cli import parse_size, sizes
+    from nccl.bench.collectives import COLLECTIVES, counts
+
+    assert parse_size("128M") == 128 << 20 and parse_size("1K") == 1024 and parse_size("8") == 8
+    assert sizes(8, 128, 0, 2) == [8, 16, 32, 64, 128]
+    assert sizes(1 << 20, 3 << 20, 1 << 20, 0) == [1 << 20, 2 << 20, 3 << 20]
+    # per-rank counts rounded down to 16 bytes (nccl-tests)
+    assert counts(COLLECTIVES["all_gather"], 1000, 7, 3) == (80, 240, 80)
+    assert counts(COLLECTIVES["reduce_scatter"], 1000, 8, 3) == (120, 40, 40)  # 125 doubles: 41 per rank, even
+    assert counts(COLLECTIVES["all_reduce"], 1000, 7, 3) == (250, 250, 250)
+
+
+def png_info(data):
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    w, h, depth, ctype = struct.unpack(">IIBB", data[16:26])
+    pos, idat = 8, b""
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + n]
+        pos += 12 + n
+    return w, h, depth, ctype, zlib.decompress(idat)
+
+
+def test_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "bw.png"
+    p = bench("all_reduce", "all_gather", "-b", "1K", "-e", "256K", "-f", "4", "-n", "2",
+              "--plot", str(png))
+    assert p.returncode == 0, p.stdout + p.stderr
+    data = png.read_bytes()
+    assert 10_000 < len(data) < 5_000_000
+    w, h, depth, ctype, raw = png_info(data)
+    assert 400 <= w <= 4000 and 300 <= h <= 4000 and depth == 8
+    channels = {2: 3, 6: 4}[ctype]
+    stride = w * channels + 1
+    colours = set()
+    for y in range(0, h, 7):
+        line = raw[y * stride + 1:(y + 1) * stride]  # filtered bytes still vary with colour
+        colours.update(line[i:i + 3] for i in range(0, len(line), channels * 5))
+    assert len(colours) > 1
+
+
+def test_plot_without_matplotlib(tmp_path):
+    env = clean_env(PYTHONPATH=str(tmp_path))
+    (tmp_path / "matplotlib").mkdir()
+    (tmp_path / "matplotlib" / "__init__.py").write_text("raise ImportError('no')\n")
+    p = bench("all_reduce", "-b", "8", "-e", "8", "--plot", str(tmp_path / "x.png"), env=env)
+    # find_spec sees the package; the import fails: a clear message, no traceback
+    assert p.returncode != 0
+    assert "matplotlib" in p.stderr and "Traceback" not in p.stderr
