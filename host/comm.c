@@ -486,8 +486,8 @@ ncclResult_t n4p_exec_split(n4p_op *o)
     for (int k = 0; k < n; k++) {
         const int32_t *p = n4p_slot(comm, set, k);
         if (o->color != NCCL_SPLIT_NOCOLOR && p[0] == o->color) {
-            members[2 * m] = p[1];
-            members[2 * m + 1] = k;
+            members[2 * (size_t)m] = p[1];
+            members[2 * (size_t)m + 1] = k;
             m++;
         }
     }
@@ -568,7 +568,7 @@ ncclResult_t n4p_exec_shrink(n4p_op *o)
     int newn = 0, newrank = 0;
     for (int r = 0; r < comm->nranks; r++) {
         if (ex[r]) {
-            h = h * 0x100000001b3ull ^ (uint64_t)(r + 1);
+            h = (h * UINT64_C(0x100000001b3)) ^ (uint64_t)(r + 1);
             continue;
         }
         if (r == comm->rank)

@@ -54,7 +54,7 @@ ncclResult_t n4p_random_id(ncclUniqueId *id)
 {
     unsigned char *p = (unsigned char *)id->internal;
     size_t got = N4P_ID_TAG_LEN;
-    memcpy(p, N4P_ID_TAG, N4P_ID_TAG_LEN);
+    memcpy(p, N4P_ID_TAG, N4P_ID_TAG_LEN); /* NOLINT(bugprone-not-null-terminated-result): a binary tag */
     while (got < NCCL_UNIQUE_ID_BYTES) {
         ssize_t r = getrandom(p + got, NCCL_UNIQUE_ID_BYTES - got, 0);
         if (r < 0) {
@@ -81,7 +81,7 @@ void n4p_derive_id(const unsigned char *secret, uint64_t kind, uint64_t counter,
     h = mix64(h ^ counter);
     h = mix64(h ^ extra);
     unsigned char *p = (unsigned char *)out->internal;
-    memcpy(p, N4P_ID_TAG, N4P_ID_TAG_LEN);
+    memcpy(p, N4P_ID_TAG, N4P_ID_TAG_LEN); /* NOLINT(bugprone-not-null-terminated-result): a binary tag */
     for (int i = N4P_ID_TAG_LEN; i < NCCL_UNIQUE_ID_BYTES; i += 8) {
         uint64_t w = mix64(h + (uint64_t)i);
         memcpy(p + i, &w, 8);

@@ -549,7 +549,9 @@ producer_failed(const ctx_t *c, const char *fn)
 static int
 from_exchange(const ctx_t *c, const n4p_dlexchange_api *api, PyObject *obj, n4p_buffer *out)
 {
-    if (api->dltensor_from_py_object_no_sync != NULL) {
+    /* api is never NULL: kind_of() returns kind 0 only with *api set (the
+     * kinds cached as ints are >= K_BUFFER) */
+    if (api->dltensor_from_py_object_no_sync != NULL) { /* NOLINT(clang-analyzer-core.NullDereference) */
         n4p_dltensor t;
         if (api->dltensor_from_py_object_no_sync(obj, &t) != 0)
             return producer_failed(c, "dltensor_from_py_object_no_sync");

@@ -372,7 +372,7 @@ rt_device_name(PyObject *mod, PyObject *arg)
         PyMem_Free(prop);
         return rt_raise(mod, N4P_GPU_GET_DEVICE_PROPERTIES, status);
     }
-    PyObject *r = PyUnicode_DecodeUTF8(prop, strnlen(prop, 256), "replace");
+    PyObject *r = PyUnicode_DecodeUTF8(prop, (Py_ssize_t)strnlen(prop, 256), "replace");
     PyMem_Free(prop);
     return r;
 }

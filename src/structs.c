@@ -438,7 +438,7 @@ s_repr(sobj *self)
     if (sp->nfields == 0) {
         const unsigned char *b = self->ptr;
         char hex[33];
-        for (int i = 0; i < 16; i++)
+        for (size_t i = 0; i < 16; i++)
             snprintf(hex + 2 * i, 3, "%02x", b[i]);
         return PyUnicode_FromFormat("<%s %s... (%zu bytes) at %p>", sp->name, hex, sp->size,
                                     self->ptr);

@@ -317,7 +317,8 @@ w_comm_init_all(FASTCALL_ARGS)
             PyMem_Free(devs);
         return PyList_New(0);
     }
-    ncclComm_t *comms = PyMem_Calloc((size_t)ndev, sizeof *comms);
+    /* an array of ncclComm_t handles (pointers), so sizeof of a pointer is meant */
+    ncclComm_t *comms = PyMem_Calloc((size_t)ndev, sizeof *comms); /* NOLINT(bugprone-sizeof-expression) */
     if (comms == NULL) {
         if (owned)
             PyMem_Free(devs);
