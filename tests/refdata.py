@@ -86,3 +86,19 @@ class Checker:
             i = int(np.argmin(ok))
             self.failures.append(f"{name}: first mismatch at {i}: got {got[i]!r}, expected "
                                  f"{exp[i]!r} ({int((~ok).sum())} of {ok.size} differ)")
+
+    def expect_invalid(self, name: str, fn, fragment: str) -> None:
+        """fn() must raise NcclInvalid whose message contains fragment."""
+        from nccl._errors import NcclInvalid
+
+        self.cases += 1
+        try:
+            fn()
+        except NcclInvalid as e:
+            if fragment not in str(e):
+                self.failures.append(f"{name}: message {str(e)!r} lacks {fragment!r}")
+            return
+        except Exception as e:  # noqa: BLE001 - reported as a failure
+            self.failures.append(f"{name}: raised {type(e).__name__}: {e}")
+            return
+        self.failures.append(f"{name}: no NcclInvalid")
