@@ -77,6 +77,16 @@ def nccl_include_dir() -> Path | None:
     return None
 
 
+def swallowing(fn, exc):
+    """A callable that runs fn and ignores the exception type exc."""
+    def call():
+        try:
+            fn()
+        except exc:
+            pass
+    return call
+
+
 def memory_growth(fn, n: int = 20000, warmup: int = 2000) -> int:
     """Bytes still allocated (tracemalloc) after n calls of fn, past a warm-up."""
     import gc

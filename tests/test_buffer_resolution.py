@@ -19,7 +19,7 @@ import pytest
 from nccl._errors import NcclInvalid
 from nccl._enums import DataType as DT
 from nccl._nccl import resolve_buffer
-from conftest import ROOT, cc
+from conftest import ROOT, cc, swallowing
 
 CPU, CUDA = 1, 2
 SUPPORTED_MSG = ("NCCL supports: int8, uint8, int32, uint32, int64, uint64, float16, float32, "
@@ -724,15 +724,6 @@ def _loop(fn, n=10**5):
         fn()
 
 
-def _swallow(fn, exc):
-    def call():
-        try:
-            fn()
-        except exc:
-            pass
-    return call
-
-
 def test_refcounts_numpy():
     a = np.zeros(16, np.float32)
     ro = a.copy()
@@ -742,9 +733,9 @@ def test_refcounts_numpy():
     _loop(lambda: rb(a))
     _loop(lambda: rb((a, 4, "int8")))
     _loop(lambda: rb(objs[2]), 10**4)
-    _loop(_swallow(lambda: rb(ro, "r", True), NcclInvalid), 10**4)
-    _loop(_swallow(lambda: rb(objs[3]), NcclInvalid), 10**4)
-    _loop(_swallow(lambda: rb((a, 11)), NcclInvalid), 10**4)
+    _loop(swallowing(lambda: rb(ro, "r", True), NcclInvalid), 10**4)
+    _loop(swallowing(lambda: rb(objs[3]), NcclInvalid), 10**4)
+    _loop(swallowing(lambda: rb((a, 11)), NcclInvalid), 10**4)
     assert [sys.getrefcount(o) for o in objs] == before
 
 
@@ -757,9 +748,9 @@ def test_refcounts_producers(lib):
     objs = [p, bad, cai, cai.d, ro, ro.d]
     before = [sys.getrefcount(o) for o in objs]
     _loop(lambda: rb(p), 10**5)
-    _loop(_swallow(lambda: rb(bad), NcclInvalid), 10**4)
+    _loop(swallowing(lambda: rb(bad), NcclInvalid), 10**4)
     _loop(lambda: rb(cai), 10**4)
-    _loop(_swallow(lambda: rb(ro, "r", True), NcclInvalid), 10**4)
+    _loop(swallowing(lambda: rb(ro, "r", True), NcclInvalid), 10**4)
     assert [sys.getrefcount(o) for o in objs] == before
     assert d.calls == 10**5 + 10**4
 
