@@ -73,6 +73,11 @@ enum { N4P_LIB_NCCL = 0, N4P_LIB_RCCL = 1, N4P_LIB_HOST = 2 };
 extern int n4p_library_kind;
 
 int n4p_load(PyObject *mod);                 /* 0 or -1 with exception */
+/* dlopen (RTLD_NOW | RTLD_GLOBAL) the (label, path) candidates in order until
+ * one loads.  Returns a new list of (label, path, dlerror-or-None), or NULL
+ * with an exception; *handle is the library (NULL when none loaded) and *path
+ * a new reference to its file as the dynamic loader resolved it. */
+PyObject *n4p_dlopen_first(PyObject *cands, void **handle, PyObject **path);
 void n4p_raise_missing(PyObject *mod, int idx);
 PyObject *n4p_loader_report(PyObject *mod, PyObject *unused);
 PyObject *n4p_get_library_path(PyObject *mod, PyObject *unused);

@@ -21,7 +21,6 @@
 #include "gpu_runtime.h"
 
 #include <dlfcn.h>
-#include <link.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -50,16 +49,6 @@ rt_symbol(int idx)
 }
 
 /* --------------------------------------------------------------- loading */
-
-static PyObject *
-path_of(void *handle)
-{
-    struct link_map *lm = NULL;
-    if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL && lm->l_name != NULL &&
-        lm->l_name[0] != '\0')
-        return PyUnicode_DecodeFSDefault(lm->l_name);
-    return NULL;
-}
 
 static int
 family_is_hip(void *handle, const char *path)
@@ -118,50 +107,18 @@ rt_load_locked(PyObject *mod)
         Py_DECREF(res);
         return -1;
     }
-    PyObject *attempts = PyList_New(0);
+    void *handle;
+    PyObject *path;
+    PyObject *attempts = n4p_dlopen_first(cands, &handle, &path);
     if (attempts == NULL) {
         Py_DECREF(res);
         return -1;
-    }
-    void *handle = NULL;
-    PyObject *loaded_from = NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cands) && handle == NULL; i++) {
-        PyObject *label, *path, *bytes = NULL;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(cands, i), "UU:candidate", &label, &path) ||
-            !PyUnicode_FSConverter(path, &bytes))
-            goto fail;
-        const char *cpath = PyBytes_AS_STRING(bytes);
-        char err[1024] = "";
-        Py_BEGIN_ALLOW_THREADS
-        dlerror();
-        handle = dlopen(cpath, RTLD_NOW | RTLD_GLOBAL);
-        if (handle == NULL) {
-            const char *e = dlerror();
-            snprintf(err, sizeof err, "%s", e ? e : "unknown dlopen error");
-        }
-        Py_END_ALLOW_THREADS
-        Py_DECREF(bytes);
-        PyObject *errobj = handle ? Py_NewRef(Py_None) : PyUnicode_DecodeFSDefault(err);
-        PyObject *t = errobj ? PyTuple_Pack(3, label, path, errobj) : NULL;
-        Py_XDECREF(errobj);
-        if (t == NULL || PyList_Append(attempts, t) < 0) {
-            Py_XDECREF(t);
-            goto fail;
-        }
-        Py_DECREF(t);
-        if (handle != NULL)
-            loaded_from = path;
     }
     Py_XSETREF(rt_attempts, attempts);
     Py_XSETREF(rt_decision, Py_NewRef(decision));
     if (handle == NULL) {
         Py_DECREF(res);
         return raise_runtime_not_found(mod);
-    }
-    PyObject *path = path_of(handle);
-    if (path == NULL) {
-        PyErr_Clear();
-        path = Py_NewRef(loaded_from);
     }
     Py_XSETREF(rt_path, path);
     Py_DECREF(res);
@@ -180,10 +137,6 @@ rt_load_locked(PyObject *mod)
     Py_END_ALLOW_THREADS
     atomic_store_explicit(&rt_loaded, 1, memory_order_release);
     return 0;
-fail:
-    Py_DECREF(attempts);
-    Py_DECREF(res);
-    return -1;
 }
 
 static int

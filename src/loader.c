@@ -51,6 +51,7 @@ call_discovery(void)
     return res;
 }
 
+/* The file behind a dlopen handle, as the dynamic loader resolved it. */
 static PyObject *
 loaded_path(void *handle)
 {
@@ -58,6 +59,58 @@ loaded_path(void *handle)
     if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL && lm->l_name != NULL &&
         lm->l_name[0] != '\0')
         return PyUnicode_DecodeFSDefault(lm->l_name);
+    return NULL;
+}
+
+PyObject *
+n4p_dlopen_first(PyObject *cands, void **handle, PyObject **path)
+{
+    *handle = NULL;
+    *path = NULL;
+    PyObject *attempts = PyList_New(0);
+    if (attempts == NULL)
+        return NULL;
+    PyObject *loaded_from = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cands) && *handle == NULL; i++) {
+        PyObject *label, *cand, *bytes = NULL;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(cands, i), "UU:candidate", &label, &cand) ||
+            !PyUnicode_FSConverter(cand, &bytes))
+            goto fail;
+        const char *cpath = PyBytes_AS_STRING(bytes);
+        char err[1024] = "";
+        void *h;
+        Py_BEGIN_ALLOW_THREADS
+        dlerror();
+        h = dlopen(cpath, RTLD_NOW | RTLD_GLOBAL);
+        if (h == NULL) {
+            const char *e = dlerror();
+            snprintf(err, sizeof err, "%s", e ? e : "unknown dlopen error");
+        }
+        Py_END_ALLOW_THREADS
+        Py_DECREF(bytes);
+        PyObject *errobj = h ? Py_NewRef(Py_None) : PyUnicode_DecodeFSDefault(err);
+        PyObject *t = errobj ? PyTuple_Pack(3, label, cand, errobj) : NULL;
+        Py_XDECREF(errobj);
+        if (t == NULL || PyList_Append(attempts, t) < 0) {
+            Py_XDECREF(t);
+            if (h != NULL)
+                dlclose(h);
+            goto fail;
+        }
+        Py_DECREF(t);
+        *handle = h;
+        loaded_from = cand;
+    }
+    if (*handle != NULL) {
+        *path = loaded_path(*handle);
+        if (*path == NULL) {
+            PyErr_Clear();
+            *path = Py_NewRef(loaded_from);
+        }
+    }
+    return attempts;
+fail:
+    Py_DECREF(attempts);
     return NULL;
 }
 
@@ -142,49 +195,18 @@ load_locked(PyObject *mod)
         return -1;
     PyObject *decision = PyTuple_GET_ITEM(res, 0);
     PyObject *cands = PyTuple_GET_ITEM(res, 1);
-    PyObject *attempts = PyList_New(0);
+    void *handle;
+    PyObject *path;
+    PyObject *attempts = n4p_dlopen_first(cands, &handle, &path);
     if (attempts == NULL) {
         Py_DECREF(res);
         return -1;
-    }
-    void *handle = NULL;
-    Py_ssize_t n = PyList_GET_SIZE(cands);
-    for (Py_ssize_t i = 0; i < n && handle == NULL; i++) {
-        PyObject *c = PyList_GET_ITEM(cands, i);
-        PyObject *label, *path, *bytes = NULL;
-        if (!PyArg_ParseTuple(c, "UU:candidate", &label, &path) ||
-            !PyUnicode_FSConverter(path, &bytes))
-            goto fail;
-        const char *cpath = PyBytes_AS_STRING(bytes);
-        char err[1024] = "";
-        Py_BEGIN_ALLOW_THREADS
-        dlerror();
-        handle = dlopen(cpath, RTLD_NOW | RTLD_GLOBAL);
-        if (handle == NULL) {
-            const char *e = dlerror();
-            snprintf(err, sizeof err, "%s", e ? e : "unknown dlopen error");
-        }
-        Py_END_ALLOW_THREADS
-        Py_DECREF(bytes);
-        PyObject *errobj = handle ? Py_NewRef(Py_None) : PyUnicode_DecodeFSDefault(err);
-        PyObject *t = errobj ? PyTuple_Pack(3, label, path, errobj) : NULL;
-        Py_XDECREF(errobj);
-        if (t == NULL || PyList_Append(attempts, t) < 0) {
-            Py_XDECREF(t);
-            goto fail;
-        }
-        Py_DECREF(t);
     }
     Py_XSETREF(g_attempts, attempts);
     Py_XSETREF(g_decision, Py_NewRef(decision));
     Py_DECREF(res);
     if (handle == NULL)
         return raise_not_found(mod, g_decision, g_attempts);
-    PyObject *path = loaded_path(handle);
-    if (path == NULL) {
-        PyErr_Clear();
-        path = Py_NewRef(PyTuple_GET_ITEM(PyList_GET_ITEM(g_attempts, PyList_GET_SIZE(g_attempts) - 1), 1));
-    }
     Py_XSETREF(g_path, path);
     Py_BEGIN_ALLOW_THREADS
     bind_symbols(handle);
@@ -193,10 +215,6 @@ load_locked(PyObject *mod)
     n4p_library_kind = library_kind(handle, g_path);
     atomic_store_explicit(&n4p_loaded, 1, memory_order_release);
     return 0;
-fail:
-    Py_DECREF(attempts);
-    Py_DECREF(res);
-    return -1;
 }
 
 int
