@@ -236,51 +236,67 @@ same_dtype(PyObject *mod, const n4p_buffer *s, const n4p_buffer *r)
 
 /* ------------------------------------------------------------ reductions */
 
+/* reduce and gather: the root (-1 when rootobj is None: every rank receives),
+ * sendbuf, and recvbuf where it is received, of sendbuf's dtype and at least
+ * `factor` times its count (`why` explains that factor in the message).  On success release both buffers (a buffer that
+ * was not resolved releases as a no-op). */
+static int
+rooted_buffers(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvobj,
+               PyObject *rootobj, size_t factor, const char *why, int *root, n4p_buffer *s,
+               n4p_buffer *rb)
+{
+    *root = -1;
+    if (rootobj != NULL && rootobj != Py_None &&
+        get_rank_arg(mod, self, rootobj, "root", root) < 0)
+        return -1;
+    if (resolve(mod, self, sendobj, "sendbuf", 0, s) < 0)
+        return -1;
+    if (*root >= 0 && *root != self->rank)
+        return 0; /* recvbuf is not used on this rank */
+    if (resolve(mod, self, recvobj, "recvbuf", 1, rb) < 0) {
+        n4p_buffer_release(s);
+        return -1;
+    }
+    size_t need = factor * s->count;
+    if (same_dtype(mod, s, rb) == 0) {
+        if (rb->count >= need)
+            return 0;
+        invalid(mod, "Buffer count mismatch: recvbuf must have at least %zu elements%s, got %zu",
+                need, why, rb->count);
+    }
+    n4p_buffer_release(rb);
+    n4p_buffer_release(s);
+    return -1;
+}
+
 static PyObject *
 reduce_impl(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvobj, PyObject *opobj,
             PyObject *rootobj, PyObject *streamobj)
 {
-    int op, root = -1;
+    int op, root;
     cudaStream_t stream;
     if (get_op(opobj, &op) < 0 || get_stream(mod, streamobj, &stream) < 0)
         return NULL;
-    if (rootobj != NULL && rootobj != Py_None &&
-        get_rank_arg(mod, self, rootobj, "root", &root) < 0)
-        return NULL;
     n4p_buffer s = {0}, rb = {0};
-    if (resolve(mod, self, sendobj, "sendbuf", 0, &s) < 0)
+    if (rooted_buffers(mod, self, sendobj, recvobj, rootobj, 1, "", &root, &s, &rb) < 0)
         return NULL;
-    int have_recv = root < 0 || root == self->rank;
     PyObject *res = NULL;
-    if (have_recv) {
-        if (resolve(mod, self, recvobj, "recvbuf", 1, &rb) < 0)
-            goto out_s;
-        if (same_dtype(mod, &s, &rb) < 0)
-            goto out_r;
-        if (rb.count < s.count) {
-            invalid(mod, "Buffer count mismatch: recvbuf must have at least %zu elements, got %zu",
-                    s.count, rb.count);
-            goto out_r;
-        }
-    }
     ncclResult_t r;
     if (root < 0) {
         ncclAllReduce_fn fn = (ncclAllReduce_fn)n4p_fn(mod, N4P_IDX_ncclAllReduce);
         if (fn == NULL)
-            goto out_r;
+            goto out;
         CALL(fn(s.ptr, rb.ptr, s.count, (ncclDataType_t)s.dtype, (ncclRedOp_t)op, self->comm, stream));
     } else {
         ncclReduce_fn fn = (ncclReduce_fn)n4p_fn(mod, N4P_IDX_ncclReduce);
         if (fn == NULL)
-            goto out_r;
-        CALL(fn(s.ptr, have_recv ? rb.ptr : NULL, s.count, (ncclDataType_t)s.dtype,
-                (ncclRedOp_t)op, root, self->comm, stream));
+            goto out;
+        CALL(fn(s.ptr, rb.ptr, s.count, (ncclDataType_t)s.dtype, (ncclRedOp_t)op, root,
+                self->comm, stream));
     }
     res = finish(mod, r);
-out_r:
-    if (have_recv)
-        n4p_buffer_release(&rb);
-out_s:
+out:
+    n4p_buffer_release(&rb);
     n4p_buffer_release(&s);
     return res;
 }
@@ -414,48 +430,30 @@ static PyObject *
 gather_impl(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvobj, PyObject *rootobj,
             PyObject *streamobj)
 {
-    int root = -1;
+    int root;
     cudaStream_t stream;
     if (get_stream(mod, streamobj, &stream) < 0)
         return NULL;
-    if (rootobj != NULL && rootobj != Py_None &&
-        get_rank_arg(mod, self, rootobj, "root", &root) < 0)
-        return NULL;
     n4p_buffer s = {0}, rb = {0};
-    if (resolve(mod, self, sendobj, "sendbuf", 0, &s) < 0)
+    if (rooted_buffers(mod, self, sendobj, recvobj, rootobj, (size_t)self->nranks,
+                       " (nranks * sendcount)", &root, &s, &rb) < 0)
         return NULL;
-    int have_recv = root < 0 || root == self->rank;
     PyObject *res = NULL;
-    if (have_recv) {
-        if (resolve(mod, self, recvobj, "recvbuf", 1, &rb) < 0)
-            goto out_s;
-        if (same_dtype(mod, &s, &rb) < 0)
-            goto out_r;
-        size_t need = (size_t)self->nranks * s.count;
-        if (rb.count < need) {
-            invalid(mod, "Buffer count mismatch: recvbuf must have at least %zu elements "
-                    "(nranks * sendcount), got %zu", need, rb.count);
-            goto out_r;
-        }
-    }
     ncclResult_t r;
     if (root < 0) {
         ncclAllGather_fn fn = (ncclAllGather_fn)n4p_fn(mod, N4P_IDX_ncclAllGather);
         if (fn == NULL)
-            goto out_r;
+            goto out;
         CALL(fn(s.ptr, rb.ptr, s.count, (ncclDataType_t)s.dtype, self->comm, stream));
     } else {
         ncclGather_fn fn = (ncclGather_fn)n4p_fn(mod, N4P_IDX_ncclGather);
         if (fn == NULL)
-            goto out_r;
-        CALL(fn(s.ptr, have_recv ? rb.ptr : NULL, s.count, (ncclDataType_t)s.dtype, root,
-                self->comm, stream));
+            goto out;
+        CALL(fn(s.ptr, rb.ptr, s.count, (ncclDataType_t)s.dtype, root, self->comm, stream));
     }
     res = finish(mod, r);
-out_r:
-    if (have_recv)
-        n4p_buffer_release(&rb);
-out_s:
+out:
+    n4p_buffer_release(&rb);
     n4p_buffer_release(&s);
     return res;
 }
