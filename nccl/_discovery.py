@@ -28,7 +28,8 @@ import os
 import sys
 from typing import Mapping
 
-__all__ = ["candidates", "platform", "host_backend_path", "visible_gpus", "gpus_visible"]
+__all__ = ["candidates", "platform", "host_backend_path", "visible_gpus", "gpus_visible",
+           "no_gpu_arrays_message"]
 
 _PLATFORMS = ("rocm", "cuda")
 _BACKENDS = ("host", "auto", "")
@@ -105,6 +106,18 @@ def visible_gpus(environ: Mapping[str, str] | None = None,
 def gpus_visible(environ: Mapping[str, str] | None = None, dev: str | None = None) -> bool:
     """True when this process would see at least one GPU (see :func:`visible_gpus`)."""
     return visible_gpus(environ, dev)[0] > 0
+
+
+def no_gpu_arrays_message(family: str) -> str:
+    """Why a program cannot make GPU arrays for the *family* library ("nccl",
+    "rccl"), and what to do: without a GPU, use the host backend."""
+    ngpus, why = visible_gpus()
+    name = {"nccl": "NCCL", "rccl": "RCCL"}.get(family, family)
+    if ngpus == 0:
+        return (f"{name} needs GPU arrays, but no GPU is visible ({why}); on this machine use "
+                "the bundled host backend: unset NCCL4PY_PLATFORM and NCCL_LIBRARY (it is the "
+                "default without a GPU) or set NCCL4PY_BACKEND=host")
+    return f"{name} needs GPU arrays: install torch (with CUDA or ROCm) or CuPy"
 
 
 def _hip_runtime_hint() -> str | None:

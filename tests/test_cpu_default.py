@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import clean_env, run_python
+from conftest import ROOT, clean_env, run_python
 from nccl import _discovery
 from test_host_collectives import host_available
 
@@ -241,3 +241,50 @@ def test_main_json_counts_are_numbers_or_null():
     assert r["device_count"] is None and "InsufficientDriver" in r["device_count_error"]
     assert gpu_runtime(object())["device_count"] is None
     assert _numbers_or_null({"a": {"device_count": "3"}}) == ["$.a.device_count='3'"]
+
+
+# ------------------------------------ examples and the bench on a CPU machine
+
+def _mpi_job(nodev, *command, **env):
+    from test_host_mpi import _mpiexec
+
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py)")
+    pytest.importorskip("mpi4py")
+    _wheel()  # the situation of the issue: an NCCL wheel is installed
+    return subprocess.run([_mpiexec(), "-n", "2", sys.executable, *command],
+                          env=clean_env(**{_discovery.TEST_DEV_DIR_ENV: str(nodev)}, **env),
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+@pytest.mark.skipif(not host_available(), reason="host backend not built")
+def test_get_version_without_gpu(nodev):
+    _wheel()
+    p = run_python("import nccl; print(nccl.get_version())",
+                   clean_env(**{_discovery.TEST_DEV_DIR_ENV: str(nodev)}))
+    assert p.returncode == 0, p.stderr
+    assert "libnccl4py_host.so" in p.stdout
+
+
+@pytest.mark.skipif(not host_available(), reason="host backend not built")
+def test_example_under_mpiexec_without_gpu_uses_numpy(nodev):
+    p = _mpi_job(nodev, "examples/01_basic/01_allreduce.py")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("SUCCESS") == 2
+
+
+@pytest.mark.skipif(not host_available(), reason="host backend not built")
+def test_bench_under_mpiexec_without_gpu_uses_numpy(nodev):
+    p = _mpi_job(nodev, "-m", "nccl.bench", "all_reduce", "-b", "8", "-e", "1K", "-f", "8",
+                 "-n", "2")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "host memory (nccl4py host backend)" in p.stdout
+    assert "# Result: OK" in p.stdout
+
+
+def test_gpu_library_without_gpu_says_what_to_do(nodev):
+    p = _mpi_job(nodev, "-m", "nccl.bench", "all_reduce", "-b", "8", "-e", "8",
+                 NCCL4PY_PLATFORM="cuda")
+    assert p.returncode != 0
+    assert "NCCL needs GPU arrays, but no GPU is visible" in p.stderr, p.stderr
+    assert "NCCL4PY_BACKEND=host" in p.stderr

@@ -110,8 +110,12 @@ def arrays_for_this_rank() -> Arrays:
             return Arrays("torch", local_rank % torch.cuda.device_count())
     except ImportError:
         pass
-    import cupy
+    try:
+        import cupy
+    except ImportError:
+        from nccl._discovery import no_gpu_arrays_message
 
+        raise RuntimeError(no_gpu_arrays_message(_nccl.library_family())) from None
     return Arrays("cupy", local_rank % cupy.cuda.runtime.getDeviceCount())
 
 
