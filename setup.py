@@ -15,9 +15,13 @@ from setuptools.errors import SetupError
 HERE = os.path.dirname(os.path.abspath(__file__))
 CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-fvisibility=hidden"]
 SAN = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
-if os.environ.get("NCCL4PY_SANITIZE"):
+_SANITIZE = os.environ.get("NCCL4PY_SANITIZE", "")
+if _SANITIZE not in ("", "0", "1"):
+    raise SetupError(f"NCCL4PY_SANITIZE={_SANITIZE!r}: use 1 to build with ASan and UBSan, "
+                     "0 or unset for a normal build")
+if _SANITIZE == "1":
     CFLAGS += SAN
-LDFLAGS = SAN if os.environ.get("NCCL4PY_SANITIZE") else []
+LDFLAGS = SAN if _SANITIZE == "1" else []
 
 
 def _regenerate():

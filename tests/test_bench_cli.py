@@ -59,9 +59,12 @@ def test_every_mistake_is_listed_at_once(tmp_path):
     assert len([ln for ln in p.stderr.splitlines() if ": error: " in ln]) == 3, p.stderr
 
 
-def test_bad_min_bw_is_reported_before_any_rank_starts():
-    p = bench("-b", "8", "-e", "8", env=clean_env(NCCL_TESTS_MIN_BW="fast"))
-    assert p.returncode == 2 and "NCCL_TESTS_MIN_BW='fast'" in p.stderr and p.stdout == ""
+@pytest.mark.parametrize("var,value", [("NCCL_TESTS_MIN_BW", "fast"),
+                                       ("NCCL_TESTS_MIN_BW", "-1"),
+                                       ("NCCL4PY_BENCH_TEST_CORRUPT", "yes")])
+def test_bad_variables_are_reported_before_any_rank_starts(var, value):
+    p = bench("-b", "8", "-e", "8", env=clean_env(**{var: value}))
+    assert p.returncode == 2 and f"{var}={value!r}" in p.stderr and p.stdout == "", p.stderr
 
 
 def test_size_count_matches_the_sizes():

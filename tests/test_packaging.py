@@ -130,3 +130,9 @@ def test_missing_host_sources_is_a_build_error(tmp_path):
     assert p.returncode != 0
     assert "the host backend's sources are missing" in p.stderr + p.stdout, p.stderr[-3000:]
     assert not list(tree.rglob("*.so"))  # it failed before compiling anything
+
+
+def test_bad_sanitize_value_is_a_build_error():
+    p = subprocess.run([sys.executable, "setup.py", "--version"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120, env=clean_env(NCCL4PY_SANITIZE="yes"))
+    assert p.returncode != 0 and "NCCL4PY_SANITIZE='yes'" in p.stderr, p.stderr[-2000:]

@@ -95,4 +95,8 @@ def preflight(ns: argparse.Namespace, nranks: int | None, paths: bool = True) ->
         parse_min_bw(os.environ.get("NCCL_TESTS_MIN_BW"))
     except ValueError as e:
         problems.append(str(e))
+    corrupt = os.environ.get("NCCL4PY_BENCH_TEST_CORRUPT", "")
+    if corrupt not in ("", "0", "1"):
+        problems.append(f"NCCL4PY_BENCH_TEST_CORRUPT={corrupt!r}: the tests set it to 1; "
+                        "leave it unset")
     return problems
