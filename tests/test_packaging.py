@@ -64,7 +64,8 @@ def test_sdist_is_complete(dists):
                      "src/nccl_api.def", "src/nccl_api.h", "src/gen/api_table.h",
                      "src/gen/wrappers_simple.c", "host/comm.c", "host/internal.h",
                      "host/Makefile", "tools/gen_api.py", "tests/conftest.py",
-                     "tests/producers.c", "examples/01_basic/_common.py"):
+                     "tests/producers.c", "examples/01_basic/_common.py", "docs/api.md",
+                     "docs/environment.md", "CHANGELOG.md"):
         assert required in names, required
     for optional in ("SECURITY.md",):
         if (ROOT / optional).exists():
