@@ -111,18 +111,19 @@ def test_help_explains_ranks_and_the_flags():
 
 @needs_host
 def test_progress_ticks_with_an_eta():
-    p = bench("all_reduce", "-b", "4M", "-e", "16M", "-f", "4", "-n", "20", "-c", "1",
+    p = bench("all_reduce", "-b", "16M", "-e", "64M", "-f", "4", "-n", "20",
               "--progress-every", "0.2", timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     ticks = [ln for ln in p.stderr.splitlines() if ln.startswith("nccl.bench progress: [")]
-    first = [t for t in ticks if t.startswith("nccl.bench progress: [0/2 rows")]
-    # several ticks before the first size is done, each later than the one before
-    assert len(first) >= 2, p.stderr
-    times = [float(re.search(r", ([\d.]+) s elapsed", t).group(1)) for t in first]
+    assert ticks and ticks[0].endswith("starting the ranks"), ticks[:3]
+    # the last size runs for a while: several ticks during it, each later than the one
+    # before, all with an estimate of the time left
+    during = [t for t in ticks if t.startswith("nccl.bench progress: [1/2 rows")]
+    assert len(during) >= 2, p.stderr
+    assert all("all_reduce_perf, size 64M for " in t and re.search(r"ETA \d", t)
+               for t in during), during
+    times = [float(re.search(r"size 64M for ([\d.]+) s", t).group(1)) for t in during]
     assert times == sorted(times) and times[-1] > times[0]
-    assert all("all_reduce_perf, size 4M for " in t for t in first)
-    later = [t for t in ticks if t.startswith("nccl.bench progress: [1/2 rows")]
-    assert later and all(re.search(r"ETA \d", t) and "size 16M" in t for t in later), ticks
     assert "\r" not in p.stderr and "\033" not in p.stderr  # plain lines when not a terminal
 
 
@@ -142,13 +143,14 @@ def test_progress_estimate():
             ("sendrecv_perf", [1 << 20])]
     bar = Progress(out, plan, tty=False, every=0)
     assert bar.total_rows == 4
-    bar.t0 -= 10  # ten seconds ago
+    assert bar.text().endswith("starting the ranks")
     bar.feed("# Collective test starting: all_reduce_perf")
+    bar.t_rows -= 10  # the first row took ten seconds
     bar.feed("     1048576   262144  float  sum  -1  1 1 1 0  1 1 1 0")
     assert bar.done_rows == 1
-    bar.t_last_row = bar.t0 + 10
-    text = bar.text(now=bar.t0 + 10)
+    text = bar.text(now=bar.t_last_row)
     assert text.startswith("[1/4 rows, ") and "all_reduce_perf, size 4M for 0.0 s" in text
+    assert re.search(r"ETA \d", text)
     # a collective the library lacks is skipped by the ranks: the count resynchronises
     bar.feed("     4194304  1048576  float  sum  -1  1 1 1 0  1 1 1 0")
     bar.feed("# Collective test concluded: all_reduce_perf")

@@ -56,6 +56,7 @@ class Progress:
         self.done_rows = 0
         self.done_weight = 0.0
         self.t0 = self.t_last_row = time.monotonic()
+        self.t_rows: float | None = None  # when the first block started (after start-up)
         self.lock = threading.Lock()
         self.shown = False
         self._stop = threading.Event()
@@ -79,6 +80,8 @@ class Progress:
         """One line of rank 0's standard output."""
         with self.lock:
             if line.startswith("# Collective test starting: "):
+                if self.t_rows is None:
+                    self.t_rows = self.t_last_row = time.monotonic()
                 name = line.split(": ", 1)[1].strip()
                 while self.block < len(self.plan) and self.plan[self.block][0] != name:
                     self._finish_block()  # skipped collectives (not in this library)
@@ -101,16 +104,19 @@ class Progress:
         name = self.plan[self.block][0] if self.block < len(self.plan) else "finishing"
         current = ""
         weight = self.done_weight
-        if self.rows_in_block < len(rows):
+        # seconds per unit of weight, from the rows done (start-up excluded)
+        rate = (self.t_last_row - (self.t_rows if self.t_rows is not None else self.t0)) \
+            / self.done_weight if self.done_weight > 0 else 0.0
+        if self.t_rows is None:
+            current = ", starting the ranks"
+        elif self.rows_in_block < len(rows):
             size = rows[self.rows_in_block]
             current = f", size {format_size(size)} for {format_seconds(now - self.t_last_row)}"
-            if self.done_weight > 0:  # credit for the row that is running
-                rate = (self.t_last_row - self.t0) / self.done_weight
-                expected = rate * row_weight(size)
-                if expected > 0:
-                    weight += row_weight(size) * min(0.95, (now - self.t_last_row) / expected)
-        if weight > 0 and elapsed > 0:
-            eta = "ETA " + format_seconds(elapsed * (self.total_weight - weight) / weight)
+            expected = rate * row_weight(size)
+            if expected > 0:  # credit for the row that is running
+                weight += row_weight(size) * min(0.95, (now - self.t_last_row) / expected)
+        if rate > 0:
+            eta = "ETA " + format_seconds(rate * (self.total_weight - weight))
         else:
             eta = "ETA unknown"
         pct = 100.0 * weight / self.total_weight
