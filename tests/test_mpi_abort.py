@@ -91,21 +91,23 @@ def job(failing: int, *command: str) -> subprocess.CompletedProcess:
         _remove_leftovers(before)
 
 
-def check_aborted(p: subprocess.CompletedProcess, failing: int) -> None:
+def check_aborted(p: subprocess.CompletedProcess) -> None:
+    """The job failed, with the failing rank's error, long before the survivor's
+    own timeout (MPICH's "application called MPI_Abort" line is not checked:
+    mpiexec may end before it has forwarded it)."""
     assert p.returncode != 0, p.stdout + p.stderr
     assert "/nonexistent/libnccl.so.2" in p.stderr, p.stderr
-    assert f"rank {failing} in comm 0): application called MPI_Abort" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("failing", [0, 1])
 def test_basic_example_aborts_the_job(failing):
     p = job(failing, "examples/01_basic/01_allreduce.py")
-    check_aborted(p, failing)
+    check_aborted(p)
     assert "SUCCESS" not in p.stdout
 
 
 @pytest.mark.parametrize("failing", [0, 1])
 def test_documented_mpi4py_form_aborts_the_job(failing):
     p = job(failing, "-m", "mpi4py", "examples/mpi/upstream_03_allreduce.py")
-    check_aborted(p, failing)
+    check_aborted(p)
     assert " ok" not in p.stdout
