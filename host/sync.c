@@ -231,9 +231,12 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
             iter += SPIN_ITERS - 1; /* one clock read per yield */
             continue;
         }
-        if (peer != N4P_NO_PEER_CHECK && now - last_check >= CHECK_PERIOD) {
+        if (now - last_check >= CHECK_PERIOD) {
+            /* also without a peer to check: the nap below is measured from
+             * here, so a wait keeps sleeping in 100 ms naps */
             last_check = now;
-            ncclResult_t rc = n4p_check_peer(comm, peer, what);
+            ncclResult_t rc =
+                peer != N4P_NO_PEER_CHECK ? n4p_check_peer(comm, peer, what) : ncclSuccess;
             if (rc != ncclSuccess) {
                 if (pred(ctx))
                     return ncclSuccess;
