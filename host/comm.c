@@ -112,6 +112,10 @@ ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id
         return n4p_fail(NULL, ncclInvalidArgument,
                         "the unique id was not made by this backend's "
                         "ncclGetUniqueId");
+    n4p_settings env;
+    ncclResult_t rc = n4p_settings_load(&env);
+    if (rc != ncclSuccess)
+        return rc;
     ncclComm_t comm = calloc(1, sizeof *comm);
     if (comm == NULL)
         return n4p_fail(NULL, ncclSystemError, "out of memory");
@@ -119,7 +123,7 @@ ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id
     comm->rank = rank;
     comm->nranks = nranks;
     comm->device = device;
-    comm->timeout = n4p_env_timeout();
+    comm->env = env;
     comm->cur_op = "ncclCommInitRank";
     pthread_mutex_init(&comm->lock, NULL);
     comm->srcs = calloc((size_t)nranks, sizeof *comm->srcs);
@@ -127,7 +131,7 @@ ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id
         comm_free(comm);
         return n4p_fail(NULL, ncclSystemError, "out of memory");
     }
-    ncclResult_t rc = n4p_seg_attach(comm, id);
+    rc = n4p_seg_attach(comm, id);
     if (rc == ncclSuccess && wait)
         rc = n4p_wait_joined(comm);
     if (rc != ncclSuccess) {

@@ -44,6 +44,12 @@
 
 #define N4P_SEG_MAGIC 0x6e34706873656731ull /* "n4phseg1" */
 
+/* Accepted sizes (also the ranges of NCCL4PY_HOST_SLOT_BYTES / _RING_BYTES). */
+#define N4P_MIN_SLOT 4096u
+#define N4P_MIN_RING 256u
+#define N4P_MAX_BUF (1u << 30)
+#define N4P_MAX_SEGMENT (1ull << 40)
+
 enum { N4P_RANK_EMPTY = 0, N4P_RANK_JOINED = 1, N4P_RANK_LEFT = 2 };
 
 /* What a rank announces at the start of each collective, so that peers can
@@ -105,6 +111,15 @@ typedef struct {
     char *data;
 } n4p_seg;
 
+/* ------------------------------------------------------------ settings -- */
+
+/* The environment, read and validated at communicator creation (env.c). */
+typedef struct {
+    double timeout;     /* seconds without progress before ncclTimeout; 0: none */
+    size_t slot_bytes;  /* 0: automatic */
+    size_t ring_bytes;  /* 0: automatic */
+} n4p_settings;
+
 /* ---------------------------------------------------------- comm state -- */
 
 #define N4P_COMM_MAGIC 0x6e3470636f6d6d31ull
@@ -145,7 +160,7 @@ struct ncclComm {
     n4p_seg seg;
     char shm_name[N4P_SHM_NAME_MAX];
     unsigned char secret[N4P_ID_SECRET_LEN];
-    double timeout; /* seconds, <= 0 means wait forever */
+    n4p_settings env;
     uint64_t epoch; /* number of barriers passed */
     uint64_t nsplit;
     uint64_t nshrink;
@@ -216,6 +231,9 @@ typedef struct {
 
 /* ---------------------------------------------------------- functions -- */
 
+/* env.c */
+ncclResult_t n4p_settings_load(n4p_settings *s);
+
 /* errors.c */
 void n4p_set_error(ncclComm_t comm, const char *fmt, ...) N4P_PRINTF(2, 3);
 void n4p_set_error_text(const char *text);
@@ -255,7 +273,6 @@ uint64_t n4p_proc_starttime(pid_t pid, char *state);
 typedef bool (*n4p_pred)(void *ctx);
 #define N4P_NO_PEER_CHECK (-2) /* the predicate checks peers itself */
 double n4p_now(void);
-double n4p_env_timeout(void);
 void n4p_notify(ncclComm_t comm);
 ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
                       const char *what);

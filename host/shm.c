@@ -37,11 +37,6 @@
 #define PAGE 4096u
 #define MAX_RANKS 1024
 
-static size_t align_up(size_t v, size_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
 static uint64_t mix64(uint64_t z)
 {
     z += 0x9e3779b97f4a7c15ull;
@@ -130,50 +125,61 @@ uint64_t n4p_proc_starttime(pid_t pid, char *state)
     return start ? (uint64_t)start : 1;
 }
 
-static size_t env_size(const char *name, size_t dflt)
+static uint64_t page_up(uint64_t v)
 {
-    const char *s = getenv(name);
-    if (s == NULL || *s == '\0')
-        return dflt;
-    char *end = NULL;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (end == s || v == 0)
-        return dflt;
-    return (size_t)v;
+    return (v + PAGE - 1) / PAGE * PAGE;
 }
 
-static void layout(n4p_seg_hdr *h, int n)
+/* acc += a * b, false on overflow */
+static bool add_ok(uint64_t *acc, uint64_t a, uint64_t b)
 {
-    size_t nn = (size_t)n;
-    size_t slot = 16u << 20;
-    slot /= nn + 1;
-    if (slot > (4u << 20))
-        slot = 4u << 20;
-    if (slot < (64u << 10))
-        slot = 64u << 10;
-    slot = env_size("NCCL4PY_HOST_SLOT_BYTES", slot);
-    if (slot < nn * 64)
+    if (b != 0 && a > UINT64_MAX / b)
+        return false;
+    if (*acc > UINT64_MAX - a * b)
+        return false;
+    *acc += a * b;
+    return true;
+}
+
+/* The layout of a new segment for n ranks, with the slot and ring sizes of
+ * the settings (or automatic ones) adjusted so that every collective can
+ * make progress; false when it would exceed N4P_MAX_SEGMENT. */
+static bool layout(n4p_seg_hdr *h, int n, const n4p_settings *s)
+{
+    const uint64_t nn = (uint64_t)n;
+    uint64_t slot = s->slot_bytes;
+    if (slot == 0) { /* 16 MiB over all slots, within 64 KiB .. 4 MiB */
+        slot = (16u << 20) / (nn + 1);
+        slot = slot > (4u << 20) ? (4u << 20) : slot < (64u << 10) ? (64u << 10) : slot;
+    }
+    if (slot < nn * 64) /* reduce-scatter needs one 8-byte element per rank and more */
         slot = nn * 64;
-    slot = align_up(slot, PAGE);
+    slot = page_up(slot);
+    uint64_t ring = s->ring_bytes;
+    if (ring == 0) { /* 32 MiB over all rings, within 64 KiB .. 1 MiB */
+        ring = (32u << 20) / (nn * nn);
+        ring = ring > (1u << 20) ? (1u << 20) : ring < (64u << 10) ? (64u << 10) : ring;
+    }
+    ring = (ring + N4P_CACHELINE - 1) / N4P_CACHELINE * N4P_CACHELINE;
 
-    size_t ring = (32u << 20) / (nn * nn);
-    if (ring > (1u << 20))
-        ring = 1u << 20;
-    if (ring < (64u << 10))
-        ring = 64u << 10;
-    ring = env_size("NCCL4PY_HOST_RING_BYTES", ring);
-    if (ring < 256)
-        ring = 256;
-    ring = align_up(ring, N4P_CACHELINE);
-
+    uint64_t off = PAGE;
     h->nranks = n;
     h->slot_bytes = slot;
     h->ring_bytes = ring;
-    h->off_ranks = PAGE;
-    h->off_rings = align_up(h->off_ranks + nn * sizeof(n4p_rank_ctl), PAGE);
-    h->off_coll = align_up(h->off_rings + nn * nn * sizeof(n4p_ring_ctl), PAGE);
-    h->off_data = align_up(h->off_coll + 2 * (nn + 1) * slot, PAGE);
-    h->total_bytes = align_up(h->off_data + nn * nn * ring, PAGE);
+    h->off_ranks = off;
+    if (!add_ok(&off, nn, sizeof(n4p_rank_ctl)))
+        return false;
+    h->off_rings = off = page_up(off);
+    if (!add_ok(&off, nn * nn, sizeof(n4p_ring_ctl)))
+        return false;
+    h->off_coll = off = page_up(off);
+    if (!add_ok(&off, 2 * (nn + 1), slot))
+        return false;
+    h->off_data = off = page_up(off);
+    if (!add_ok(&off, nn * nn, ring))
+        return false;
+    h->total_bytes = page_up(off);
+    return h->total_bytes <= N4P_MAX_SEGMENT;
 }
 
 static void bind_seg(n4p_seg *s, void *base, size_t size)
@@ -221,7 +227,7 @@ ncclResult_t n4p_seg_attach(ncclComm_t comm, const ncclUniqueId *id)
         return n4p_fail(comm, ncclInvalidArgument,
                         "nranks %d exceeds the host backend limit of %d", n,
                         MAX_RANKS);
-    const double deadline = comm->timeout > 0 ? n4p_now() + comm->timeout : 0;
+    const double deadline = comm->env.timeout > 0 ? n4p_now() + comm->env.timeout : 0;
     void *base = MAP_FAILED;
     size_t size = 0;
     for (;;) {
@@ -230,7 +236,17 @@ ncclResult_t n4p_seg_attach(ncclComm_t comm, const ncclUniqueId *id)
         if (fd >= 0) {
             n4p_seg_hdr tmp;
             memset(&tmp, 0, sizeof tmp);
-            layout(&tmp, n);
+            if (!layout(&tmp, n, &comm->env)) {
+                close(fd);
+                shm_unlink(comm->shm_name);
+                return n4p_fail(comm, ncclInvalidArgument,
+                                "a segment for %d ranks with %llu-byte slots and %llu-byte "
+                                "rings would exceed %llu bytes; lower NCCL4PY_HOST_SLOT_BYTES "
+                                "or NCCL4PY_HOST_RING_BYTES",
+                                n, (unsigned long long)tmp.slot_bytes,
+                                (unsigned long long)tmp.ring_bytes,
+                                (unsigned long long)N4P_MAX_SEGMENT);
+            }
             size = tmp.total_bytes;
             if (ftruncate(fd, (off_t)size) != 0) {
                 int e = errno;

@@ -69,20 +69,6 @@ double n4p_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-double n4p_env_timeout(void)
-{
-    const char *s = getenv("NCCL4PY_HOST_TIMEOUT");
-    if (s == NULL || *s == '\0')
-        return 300.0;
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (end == s || v != v)
-        return 300.0;
-    if (v <= 0 || v > 1e12)
-        return 0; /* wait forever (failure detection still works) */
-    return v;
-}
-
 void n4p_notify(ncclComm_t comm)
 {
     n4p_seg_hdr *h = comm->seg.hdr;
@@ -202,7 +188,7 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
     const double start = n4p_now();
     /* spinning only pays when every rank has a CPU of its own */
     const double spin_seconds = comm->nranks <= online_cpus() ? SPIN_SECONDS : 0;
-    const double deadline = comm->timeout > 0 ? start + comm->timeout : 0;
+    const double deadline = comm->env.timeout > 0 ? start + comm->env.timeout : 0;
     double last_check = start;
     for (unsigned iter = 0;; iter++) {
         if (pred(ctx))
@@ -251,13 +237,13 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
                               "timed out after %.3g s in %s waiting for rank "
                               "%d (%s); set NCCL4PY_HOST_TIMEOUT to change the "
                               "limit",
-                              comm->timeout, comm->cur_op ? comm->cur_op : "operation",
+                              comm->env.timeout, comm->cur_op ? comm->cur_op : "operation",
                               peer, what);
             else
                 n4p_set_error(comm,
                               "timed out after %.3g s in %s (%s); set "
                               "NCCL4PY_HOST_TIMEOUT to change the limit",
-                              comm->timeout, comm->cur_op ? comm->cur_op : "operation",
+                              comm->env.timeout, comm->cur_op ? comm->cur_op : "operation",
                               what);
             return wait_failed(comm, ncclTimeout);
         }
@@ -329,7 +315,7 @@ ncclResult_t n4p_wait_joined(ncclComm_t comm)
                           "timed out after %.3g s waiting for ranks to join the "
                           "communicator (missing: %s); set NCCL4PY_HOST_TIMEOUT "
                           "to change the limit",
-                          comm->timeout, missing);
+                          comm->env.timeout, missing);
         }
     }
     if (rc != ncclSuccess) {
