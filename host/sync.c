@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,40 +105,39 @@ void n4p_poison(ncclComm_t comm, ncclResult_t rc)
     n4p_notify(comm);
 }
 
+/* A result code read from shared memory, as one this library returns. */
+static ncclResult_t remote_code(int32_t code)
+{
+    if (code <= ncclSuccess || code == ncclInProgress || code > ncclTimeout)
+        return ncclRemoteError;
+    return (ncclResult_t)code;
+}
+
 ncclResult_t n4p_check_poison(ncclComm_t comm)
 {
-    int p = atomic_load_explicit(&comm->seg.hdr->poison, memory_order_acquire);
+    n4p_seg_hdr *h = comm->seg.hdr;
+    int p = atomic_load_explicit(&h->poison, memory_order_acquire);
     if (p == 0)
         return ncclSuccess;
+    const char *op = comm->cur_op ? comm->cur_op : "operation";
+    if (p == N4P_POISON_HDR) {
+        n4p_set_error(comm, "%s failed: %.400s", op, h->errmsg);
+        return n4p_comm_failed(comm, remote_code(h->errcode));
+    }
     int who = p - 1;
     if (who == comm->rank) {
         int e = atomic_load(&comm->error);
         return e != ncclSuccess ? (ncclResult_t)e : ncclRemoteError;
     }
+    if (who < 0 || who >= comm->nranks) {
+        n4p_set_error(comm, "%s failed: the shared memory segment is corrupt (poison %d)",
+                      op, p);
+        return n4p_comm_failed(comm, ncclInternalError);
+    }
     n4p_rank_ctl *r = &comm->seg.ranks[who];
-    ncclResult_t rc = (ncclResult_t)r->errcode;
-    if (rc == ncclSuccess)
-        rc = ncclRemoteError;
-    n4p_set_error(comm, "%s failed because rank %d reported an error: %.300s",
-                  comm->cur_op ? comm->cur_op : "operation", who, r->errmsg);
-    return n4p_comm_failed(comm, rc);
-}
-
-/* Is the process behind `r` gone? */
-static bool rank_dead(const n4p_rank_ctl *r)
-{
-    pid_t pid = (pid_t)r->pid;
-    if (pid <= 0 || pid == getpid())
-        return false;
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return true;
-    char state = '?';
-    uint64_t st = n4p_proc_starttime(pid, &state);
-    if (st == 0)
-        return n4p_proc_starttime(getpid(), NULL) != 0; /* no /proc: alive */
-    if (state == 'Z' || state == 'X')
-        return true;
-    return r->starttime > 1 && st > 1 && st != r->starttime;
+    n4p_set_error(comm, "%s failed because rank %d reported an error: %.300s", op, who,
+                  r->errmsg);
+    return n4p_comm_failed(comm, remote_code(r->errcode));
 }
 
 static ncclResult_t check_one(ncclComm_t comm, int p, const char *what)
@@ -152,7 +150,7 @@ static ncclResult_t check_one(ncclComm_t comm, int p, const char *what)
                         "rank %d destroyed or aborted the communicator while "
                         "this rank waited for it in %s (%s)",
                         p, op, what);
-    if (state == N4P_RANK_JOINED && rank_dead(r))
+    if (state == N4P_RANK_JOINED && n4p_process_gone(r->pid, r->starttime))
         return n4p_fail(comm, ncclRemoteError,
                         "rank %d (pid %d) exited or was killed while this rank "
                         "waited for it in %s (%s)",
@@ -308,7 +306,7 @@ ncclResult_t n4p_wait_joined(ncclComm_t comm)
             char missing[256] = "";
             size_t len = 0;
             for (int p = 0; p < comm->nranks && len < sizeof missing - 16; p++)
-                if (atomic_load(&comm->seg.ranks[p].state) == N4P_RANK_EMPTY)
+                if (atomic_load(&comm->seg.ranks[p].state) <= N4P_RANK_EMPTY)
                     len += (size_t)snprintf(missing + len, sizeof missing - len,
                                             "%s%d", len ? ", " : "", p);
             n4p_set_error(comm,
@@ -318,11 +316,9 @@ ncclResult_t n4p_wait_joined(ncclComm_t comm)
                           comm->env.timeout, missing);
         }
     }
-    if (rc != ncclSuccess) {
-        n4p_seg_unlink(comm);
+    n4p_seg_unlink(comm); /* complete or failed: the name is not needed */
+    if (rc != ncclSuccess)
         return rc;
-    }
     comm->joined_all = true;
-    comm->shm_name[0] = '\0'; /* unlinked by the last rank to attach */
     return ncclSuccess;
 }

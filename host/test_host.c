@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@
 
 #include "nccl_api.h"
 #include "gen/api_table.h"
+#include "internal.h" /* the segment header, to forge bad ones */
 
 #define DECL(name) extern __typeof__(*(name##_fn)0) name;
 DECL(ncclGetVersion)
@@ -1047,6 +1049,111 @@ static void t_init_all(void)
     shm_leftovers("init_all");
 }
 
+/* ------------------------------------------------- untrusted segments -- */
+
+/* A joining rank must refuse, with a clear error and without crashing, a
+ * segment whose header was tampered with; damage found after joining (a
+ * corrupt poison word or ring) is an error too.  Each forgery changes one
+ * header field of a real segment (made by rank 0, which then waits) before
+ * rank 1 opens it, or one word after both joined. */
+typedef struct {
+    const char *what;
+    size_t offset, size; /* header field */
+    uint64_t value;
+    const char *expect; /* in rank 1's error */
+} forgery;
+
+#define HDR(f) offsetof(n4p_seg_hdr, f), sizeof(((n4p_seg_hdr *)0)->f)
+static const forgery forgeries[] = {
+    {"off_ranks", HDR(off_ranks), 1ull << 40, "not a valid nccl4py shared memory segment"},
+    {"off_data", HDR(off_data), 4096, "offsets do not match"},
+    {"slot_bytes", HDR(slot_bytes), 1ull << 62, "slot size is out of range"},
+    {"ring_bytes", HDR(ring_bytes), 8, "ring size is out of range"},
+    {"total_bytes", HDR(total_bytes), 1ull << 20, "not a valid"},
+    {"nranks", HDR(nranks), 5000, "rank count is out of range"},
+    {"magic", HDR(ready), 0x1234, "no header"},
+    {"poison", 0, 0, INT32_MAX, "corrupt"}, /* after joining */
+    {"ring", 0, 0, 1ull << 40, "corrupt"},   /* after joining */
+};
+
+static void segment_path(const ncclUniqueId *id, char *path, size_t len)
+{
+    size_t n = (size_t)snprintf(path, len, "/dev/shm/nccl4py-");
+    for (int i = 0; i < N4P_ID_NAME_LEN; i++)
+        n += (size_t)snprintf(path + n, len - n, "%02x",
+                              (unsigned char)id->internal[N4P_ID_NAME_OFF + i]);
+}
+
+static void forged_rank(const forgery *f, const ncclUniqueId *id, int rank)
+{
+    alarm(120);
+    failures = 0;
+    ncclComm_t c = NULL;
+    float x[4] = {1, 2, 3, 4};
+    ncclResult_t rc = ncclCommInitRank(&c, 2, *id, rank);
+    bool later = f->size == 0;
+    if (rank == 0) { /* the creator: take part in what follows, whatever happens */
+        usleep(300000); /* let rank 1 be the one that waits */
+        if (rc == ncclSuccess && strcmp(f->what, "ring") == 0)
+            ncclRecv(x, 4, ncclFloat32, 1, c, NULL);
+        else if (rc == ncclSuccess)
+            ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, NULL);
+        _exit(0);
+    }
+    if (later) {
+        CHECK(rc == ncclSuccess, "%s: join -> %d (%s)", f->what, (int)rc, ncclGetLastError(NULL));
+        if (rc != ncclSuccess)
+            _exit(1);
+        if (strcmp(f->what, "poison") == 0) {
+            atomic_store(&c->seg.hdr->poison, (int32_t)f->value);
+            rc = ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, NULL);
+        } else { /* the receiver's head far beyond what was written */
+            atomic_store(&c->seg.rings[1 * 2 + 0].head, f->value);
+            rc = ncclSend(x, 4, ncclFloat32, 0, c, NULL);
+        }
+    }
+    const char *msg = ncclGetLastError(c);
+    CHECK(rc != ncclSuccess && strstr(msg, f->expect) != NULL, "%s: rank 1 got %d (%s)",
+          f->what, (int)rc, msg);
+    if (c != NULL)
+        ncclCommAbort(c);
+    _exit(failures ? 1 : 0);
+}
+
+static void t_forged(const forgery *f)
+{
+    ncclUniqueId id;
+    char path[128];
+    OK(ncclGetUniqueId(&id));
+    segment_path(&id, path, sizeof path);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pids[2];
+    for (int r = 0; r < 2; r++) {
+        if (r == 1 && f->size != 0) { /* forge the waiting creator's segment */
+            for (int i = 0; i < 20000 && access(path, F_OK) != 0; i++)
+                usleep(1000);
+            int fd = open(path, O_RDWR | O_CLOEXEC);
+            CHECK(fd >= 0, "%s: no segment to forge", f->what);
+            if (fd >= 0) {
+                CHECK(pwrite(fd, &f->value, f->size, (off_t)f->offset) == (ssize_t)f->size,
+                      "pwrite");
+                close(fd);
+            }
+        }
+        pids[r] = fork();
+        if (pids[r] == 0)
+            forged_rank(f, &id, r);
+    }
+    int status = 0;
+    waitpid(pids[1], &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: rank 1 failed (status 0x%x)",
+          f->what, status);
+    kill(pids[0], SIGKILL);
+    waitpid(pids[0], &status, 0);
+    unlink(path); /* a forged segment is nobody's to collect */
+}
+
 static int selected(int argc, char **argv, const char *name)
 {
     if (argc < 2)
@@ -1136,6 +1243,12 @@ int main(int argc, char **argv)
         run_ranks("missing_rank", 3, t_missing_rank, &a, true);
         setenv("NCCL4PY_HOST_TIMEOUT", "20", 1);
     }
+    if (selected(argc, argv, "forged"))
+        for (size_t i = 0; i < sizeof forgeries / sizeof forgeries[0]; i++) {
+            header("forged", 2);
+            printf("  %s\n", forgeries[i].what);
+            t_forged(&forgeries[i]);
+        }
     shm_leftovers("end");
     printf("%s (%d failures)\n", failures ? "FAILED" : "OK", failures);
     return failures ? 1 : 0;
