@@ -404,6 +404,8 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
     default:
         break;
     }
+    if ((rc = n4p_check_poison(c)) != ncclSuccess) /* a rank failed earlier */
+        return rc;
     if (o->count == 0 && o->kind != N4P_K_ALLTOALLV)
         return ncclSuccess;
     if (is_reduction(o->kind)) {

@@ -21,11 +21,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
 #endif
-#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -288,11 +286,7 @@ N4P_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
     if (comm == NULL || comm->magic != N4P_COMM_MAGIC)
         return ncclSuccess;
     atomic_store(&comm->aborted, 1);
-    if (comm->seg.hdr != NULL) {
-        n4p_seg_hdr *h = comm->seg.hdr;
-        atomic_fetch_add(&h->wake, 1);
-        syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    }
+    n4p_wake_all(comm);
     while (atomic_load(&comm->busy) != 0) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);

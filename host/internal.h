@@ -299,6 +299,7 @@ typedef bool (*n4p_pred)(void *ctx);
 #define N4P_NO_PEER_CHECK (-2) /* the predicate checks peers itself */
 double n4p_now(void);
 void n4p_notify(ncclComm_t comm);
+void n4p_wake_all(ncclComm_t comm);
 ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
                       const char *what);
 ncclResult_t n4p_barrier(ncclComm_t comm);
@@ -306,6 +307,9 @@ ncclResult_t n4p_wait_joined(ncclComm_t comm);
 void n4p_poison(ncclComm_t comm, ncclResult_t rc);
 ncclResult_t n4p_check_poison(ncclComm_t comm);
 ncclResult_t n4p_check_peer(ncclComm_t comm, int peer, const char *what);
+bool n4p_interrupted(void);
+/* Group execution: the threads running one group share a cancel flag. */
+void n4p_set_cancel_flag(_Atomic int *flag, bool helper);
 
 /* comm.c */
 ncclResult_t n4p_check_comm(ncclComm_t comm, bool for_ops);

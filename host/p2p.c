@@ -244,6 +244,9 @@ ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
         free(lastp);
     comm->cur_op = nops == 1 ? (ops[0].kind == N4P_K_SEND ? "ncclSend" : "ncclRecv")
                              : "grouped ncclSend/ncclRecv";
+    ncclResult_t failed = n4p_check_poison(comm); /* a rank failed earlier */
+    if (failed != ncclSuccess)
+        return failed;
     engine e = {comm, ops, nops, nops, n4p_now(), ncclSuccess};
     while (e.remaining > 0) {
         ncclResult_t rc =

@@ -19,6 +19,16 @@
  * every other rank's next wait then fails at once with the same code and a
  * message naming the reporting rank.  So a dead or missing rank becomes an
  * error everywhere instead of a hang.
+ *
+ * Interrupts.  The library runs inside Python with the GIL released, so it
+ * cannot raise KeyboardInterrupt itself.  Instead the extension installs a
+ * check (nccl4pyHostSetInterruptCheck) that runs the pending Python signal
+ * handlers; a waiter calls it every CHECK_PERIOD and at once when a signal
+ * cut its futex sleep short (EINTR).  When a handler raised, the wait is
+ * abandoned: the communicator fails (ncclSystemError), the segment is
+ * poisoned so that the peers fail at once, and the extension finds the
+ * raised exception pending when the call returns.  The threads that run one
+ * group share a cancel flag, so the whole group stops.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
@@ -68,6 +78,46 @@ double n4p_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* ---------------------------------------------------------- interrupts -- */
+
+typedef int (*check_fn)(void);
+static _Atomic(check_fn) interrupt_check;
+static _Thread_local _Atomic int *tl_cancel; /* shared by the threads of a group */
+static _Thread_local bool tl_helper;         /* a thread started by group.c */
+
+/* Installed by the Python extension: called on the thread that entered the
+ * library while it waits (every CHECK_PERIOD, and at once when a signal
+ * interrupted its sleep); nonzero abandons the wait.  Never called on the
+ * library's own helper threads. */
+N4P_EXPORT void nccl4pyHostSetInterruptCheck(int (*check)(void));
+N4P_EXPORT void nccl4pyHostSetInterruptCheck(int (*check)(void))
+{
+    atomic_store(&interrupt_check, check);
+}
+
+void n4p_set_cancel_flag(_Atomic int *flag, bool helper)
+{
+    tl_cancel = flag;
+    tl_helper = helper;
+}
+
+bool n4p_interrupted(void)
+{
+    if (tl_cancel != NULL && atomic_load_explicit(tl_cancel, memory_order_relaxed))
+        return true;
+    check_fn f = atomic_load_explicit(&interrupt_check, memory_order_acquire);
+    if (tl_helper || f == NULL || f() == 0)
+        return false;
+    if (tl_cancel != NULL)
+        atomic_store(tl_cancel, 1); /* the other threads of the group stop too */
+    return true;
+}
+
+static bool cancelled(void)
+{
+    return tl_cancel != NULL && atomic_load_explicit(tl_cancel, memory_order_relaxed);
+}
+
 void n4p_notify(ncclComm_t comm)
 {
     n4p_seg_hdr *h = comm->seg.hdr;
@@ -81,15 +131,27 @@ void n4p_notify(ncclComm_t comm)
     }
 }
 
-static void futex_sleep(ncclComm_t comm, uint32_t seen, double seconds)
+/* Wake every waiter of the segment unconditionally (abort, cancel). */
+void n4p_wake_all(ncclComm_t comm)
+{
+    n4p_seg_hdr *h = comm->seg.hdr;
+    if (h == NULL)
+        return;
+    atomic_fetch_add(&h->wake, 1);
+    syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Sleep until woken or `seconds` pass; true if a signal interrupted it. */
+static bool futex_sleep(ncclComm_t comm, uint32_t seen, double seconds)
 {
     if (seconds <= 0)
-        return;
+        return false;
     struct timespec ts;
     ts.tv_sec = (time_t)seconds;
     ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
-    syscall(SYS_futex, (uint32_t *)&comm->seg.hdr->wake, FUTEX_WAIT, seen, &ts,
-            NULL, 0);
+    return syscall(SYS_futex, (uint32_t *)&comm->seg.hdr->wake, FUTEX_WAIT, seen, &ts,
+                   NULL, 0) != 0 &&
+           errno == EINTR;
 }
 
 void n4p_poison(ncclComm_t comm, ncclResult_t rc)
@@ -177,6 +239,19 @@ static ncclResult_t wait_failed(ncclComm_t comm, ncclResult_t rc)
     return rc;
 }
 
+/* A signal handler raised (Ctrl-C): the communicator is left failed, and
+ * the peers learn it through the poison instead of waiting for us. */
+static ncclResult_t wait_interrupted(ncclComm_t comm, const char *what)
+{
+    n4p_set_error(comm,
+                  "%s was interrupted while waiting (%s); the communicator is no longer "
+                  "usable: destroy or abort it",
+                  comm->cur_op ? comm->cur_op : "operation", what);
+    n4p_comm_failed(comm, ncclSystemError);
+    n4p_poison(comm, ncclRemoteError);
+    return ncclSystemError;
+}
+
 ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
                       const char *what)
 {
@@ -201,6 +276,8 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
                 return ncclSuccess;
             return n4p_check_poison(comm);
         }
+        if (cancelled())
+            return wait_interrupted(comm, what);
         if (iter % SPIN_ITERS != 0) {
             cpu_relax();
             continue;
@@ -219,6 +296,8 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
             /* also without a peer to check: the nap below is measured from
              * here, so a wait keeps sleeping in 100 ms naps */
             last_check = now;
+            if (n4p_interrupted()) /* even when done: the caller must fail */
+                return wait_interrupted(comm, what);
             ncclResult_t rc =
                 peer != N4P_NO_PEER_CHECK ? n4p_check_peer(comm, peer, what) : ncclSuccess;
             if (rc != ncclSuccess) {
@@ -253,8 +332,8 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
         uint32_t seen = atomic_load(&h->wake);
         atomic_fetch_add(&h->sleepers, 1);
         if (!pred(ctx) && atomic_load(&h->poison) == 0 &&
-            !atomic_load(&comm->aborted))
-            futex_sleep(comm, seen, nap);
+            !atomic_load(&comm->aborted) && !cancelled() && futex_sleep(comm, seen, nap))
+            last_check = now - CHECK_PERIOD; /* a signal: ask about it at once */
         atomic_fetch_sub(&h->sleepers, 1);
     }
 }
