@@ -398,12 +398,15 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
         c->cur_op = NULL;
         return rc;
     case N4P_K_SPLIT:
+        c->opseq++;
         return n4p_exec_split(o);
     case N4P_K_SHRINK:
+        c->opseq++;
         return n4p_exec_shrink(o);
     default:
         break;
     }
+    c->opseq++;
     if ((rc = n4p_check_poison(c)) != ncclSuccess) /* a rank failed earlier */
         return rc;
     if (o->count == 0 && o->kind != N4P_K_ALLTOALLV)

@@ -114,6 +114,7 @@ ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id
     ncclResult_t rc = n4p_settings_load(&env);
     if (rc != ncclSuccess)
         return rc;
+    n4p_log_version();
     ncclComm_t comm = calloc(1, sizeof *comm);
     if (comm == NULL)
         return n4p_fail(NULL, ncclSystemError, "out of memory");
@@ -274,6 +275,8 @@ N4P_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
     ncclResult_t rc = n4p_check_comm(comm, false);
     if (rc != ncclSuccess)
         return rc;
+    n4p_log(N4P_LOG_INFO, comm, "comm %p rank %d nRanks %d - Destroy COMPLETE", (void *)comm,
+            comm->rank, comm->nranks);
     comm_free(comm);
     return ncclSuccess;
 }
@@ -291,6 +294,8 @@ N4P_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    n4p_log(N4P_LOG_INFO, comm, "comm %p rank %d nRanks %d - Abort COMPLETE", (void *)comm,
+            comm->rank, comm->nranks);
     comm_free(comm);
     return ncclSuccess;
 }

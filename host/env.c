@@ -7,6 +7,10 @@
  * are read), so a bad value is an ncclInvalidArgument whose message names
  * the variable and the accepted range, never a misbehaviour later.  An unset
  * or empty variable takes its default.
+ *
+ * NCCL_DEBUG belongs to NCCL: as NCCL does, an unknown value is ignored
+ * (with one warning line) rather than failing; it is read once per process,
+ * on first use, since errors may be reported before any communicator exists.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
@@ -14,9 +18,11 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 
@@ -36,6 +42,8 @@ typedef struct {
 
 static const env_var vars[] = {
     {"NCCL4PY_HOST_TIMEOUT", SECONDS, 0, ONE_YEAR, 300, FIELD(timeout), "no timeout"},
+    {"NCCL4PY_HOST_WAIT_REPORT", SECONDS, 0, ONE_YEAR, 10, FIELD(wait_report),
+     "never report"},
     {"NCCL4PY_HOST_SLOT_BYTES", BYTES, N4P_MIN_SLOT, N4P_MAX_BUF, 0, FIELD(slot_bytes), NULL},
     {"NCCL4PY_HOST_RING_BYTES", BYTES, N4P_MIN_RING, N4P_MAX_BUF, 0, FIELD(ring_bytes), NULL},
 };
@@ -127,5 +135,31 @@ ncclResult_t n4p_settings_load(n4p_settings *s)
         if (rc != ncclSuccess)
             return rc;
     }
+    s->debug = n4p_debug_level();
     return ncclSuccess;
+}
+
+/* ---------------------------------------------------------- NCCL_DEBUG -- */
+
+static const char *const levels[] = {"VERSION", "WARN", "INFO", "ABORT", "TRACE"};
+static int debug_level;
+static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+
+static void debug_init(void)
+{
+    const char *s = getenv("NCCL_DEBUG");
+    if (s == NULL || *s == '\0')
+        return;
+    for (int i = 0; i < (int)(sizeof levels / sizeof levels[0]); i++)
+        if (strcasecmp(s, levels[i]) == 0) {
+            debug_level = N4P_LOG_VERSION + i;
+            return;
+        }
+    n4p_say("NCCL_DEBUG=%.64s is not one of VERSION, WARN, INFO, ABORT, TRACE; ignored", s);
+}
+
+int n4p_debug_level(void)
+{
+    pthread_once(&debug_once, debug_init);
+    return debug_level;
 }

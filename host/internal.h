@@ -139,9 +139,13 @@ typedef struct {
 /* The environment, read and validated at communicator creation (env.c). */
 typedef struct {
     double timeout;     /* seconds without progress before ncclTimeout; 0: none */
+    double wait_report; /* seconds blocked before saying what for; 0: never */
     size_t slot_bytes;  /* 0: automatic */
     size_t ring_bytes;  /* 0: automatic */
+    int debug;          /* NCCL_DEBUG level */
 } n4p_settings;
+
+enum { N4P_LOG_NONE = 0, N4P_LOG_VERSION = 1, N4P_LOG_WARN = 2, N4P_LOG_INFO = 3 };
 
 /* ---------------------------------------------------------- comm state -- */
 
@@ -186,6 +190,7 @@ struct ncclComm {
     unsigned char secret[N4P_ID_SECRET_LEN];
     n4p_settings env;
     uint64_t epoch; /* number of barriers passed */
+    uint64_t opseq; /* operations run, for messages */
     uint64_t nsplit;
     uint64_t nshrink;
     _Atomic int error; /* sticky asynchronous error */
@@ -257,6 +262,12 @@ typedef struct {
 
 /* env.c */
 ncclResult_t n4p_settings_load(n4p_settings *s);
+int n4p_debug_level(void);
+
+/* log.c */
+void n4p_say(const char *fmt, ...) N4P_PRINTF(1, 2);
+void n4p_log(int level, ncclComm_t comm, const char *fmt, ...) N4P_PRINTF(3, 4);
+void n4p_log_version(void);
 
 /* errors.c */
 void n4p_set_error(ncclComm_t comm, const char *fmt, ...) N4P_PRINTF(2, 3);
@@ -297,11 +308,20 @@ bool n4p_process_gone(int32_t pid, uint64_t starttime);
 /* sync.c */
 typedef bool (*n4p_pred)(void *ctx);
 #define N4P_NO_PEER_CHECK (-2) /* the predicate checks peers itself */
+/* One wait: until `done`; `peer` is the rank whose liveness to check (-1:
+ * all, N4P_NO_PEER_CHECK: none); `missing` tells which ranks the wait is
+ * for, to report a long wait. */
+typedef struct {
+    n4p_pred done;
+    bool (*missing)(void *ctx, int rank);
+    void *ctx;
+    int peer;
+    const char *what;
+} n4p_waitfor;
 double n4p_now(void);
 void n4p_notify(ncclComm_t comm);
 void n4p_wake_all(ncclComm_t comm);
-ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
-                      const char *what);
+ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w);
 ncclResult_t n4p_barrier(ncclComm_t comm);
 ncclResult_t n4p_wait_joined(ncclComm_t comm);
 void n4p_poison(ncclComm_t comm, ncclResult_t rc);

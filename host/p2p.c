@@ -220,6 +220,16 @@ static bool progress(void *p)
     return peers_failed(e);
 }
 
+/* Is an unfinished operation waiting on `rank`? (for reports) */
+static bool waits_for(void *p, int rank)
+{
+    engine *e = p;
+    for (int i = 0; i < e->nops; i++)
+        if (!e->ops[i].complete && e->ops[i].root == rank)
+            return true;
+    return false;
+}
+
 ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
 {
     const int n = comm->nranks;
@@ -244,13 +254,14 @@ ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
         free(lastp);
     comm->cur_op = nops == 1 ? (ops[0].kind == N4P_K_SEND ? "ncclSend" : "ncclRecv")
                              : "grouped ncclSend/ncclRecv";
+    comm->opseq++;
     ncclResult_t failed = n4p_check_poison(comm); /* a rank failed earlier */
     if (failed != ncclSuccess)
         return failed;
     engine e = {comm, ops, nops, nops, n4p_now(), ncclSuccess};
+    n4p_waitfor w = {progress, waits_for, &e, N4P_NO_PEER_CHECK, "send/recv"};
     while (e.remaining > 0) {
-        ncclResult_t rc =
-            n4p_wait(comm, progress, &e, N4P_NO_PEER_CHECK, "send/recv");
+        ncclResult_t rc = n4p_wait(comm, &w);
         if (rc != ncclSuccess)
             return rc;
         if (e.err != ncclSuccess) {

@@ -29,6 +29,10 @@
  * poisoned so that the peers fail at once, and the extension finds the
  * raised exception pending when the call returns.  The threads that run one
  * group share a cancel flag, so the whole group stops.
+ *
+ * Reports.  A wait blocked for NCCL4PY_HOST_WAIT_REPORT seconds (10 by
+ * default) prints one line naming the ranks it waits for and the operation,
+ * again after 3x and 9x that time, and so on.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
@@ -117,6 +121,8 @@ static bool cancelled(void)
 {
     return tl_cancel != NULL && atomic_load_explicit(tl_cancel, memory_order_relaxed);
 }
+
+/* ------------------------------------------------------------- waiting -- */
 
 void n4p_notify(ncclComm_t comm)
 {
@@ -241,43 +247,88 @@ static ncclResult_t wait_failed(ncclComm_t comm, ncclResult_t rc)
 
 /* A signal handler raised (Ctrl-C): the communicator is left failed, and
  * the peers learn it through the poison instead of waiting for us. */
-static ncclResult_t wait_interrupted(ncclComm_t comm, const char *what)
+static ncclResult_t wait_interrupted(ncclComm_t comm, const n4p_waitfor *w)
 {
     n4p_set_error(comm,
                   "%s was interrupted while waiting (%s); the communicator is no longer "
                   "usable: destroy or abort it",
-                  comm->cur_op ? comm->cur_op : "operation", what);
+                  comm->cur_op ? comm->cur_op : "operation", w->what);
     n4p_comm_failed(comm, ncclSystemError);
     n4p_poison(comm, ncclRemoteError);
     return ncclSystemError;
 }
 
-ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
-                      const char *what)
+/* The ranks a wait is for, as "2,3" (shortened when long); their number. */
+static int missing_ranks(ncclComm_t comm, const n4p_waitfor *w, char *buf, size_t size)
 {
-    if (pred(ctx))
+    size_t len = 0;
+    int count = 0, shown = 0;
+    buf[0] = '\0';
+    for (int p = 0; p < comm->nranks && w->missing != NULL; p++) {
+        if (p == comm->rank || !w->missing(w->ctx, p))
+            continue;
+        count++;
+        if (len + 24 < size) {
+            len += (size_t)snprintf(buf + len, size - len, "%s%d", shown ? "," : "", p);
+            shown++;
+        }
+    }
+    if (count > shown)
+        snprintf(buf + len, size - len, " and %d more", count - shown);
+    return count;
+}
+
+/* "nccl4py host: rank 0 of 4 waiting 10 s for ranks 2,3 in ncclAllReduce #5 (comm 0x...)" */
+static void report_wait(ncclComm_t comm, const n4p_waitfor *w, double after)
+{
+    char list[200], seq[32] = "", secs[32];
+    int count = missing_ranks(comm, w, list, sizeof list);
+    if (comm->opseq > 0)
+        snprintf(seq, sizeof seq, " #%llu", (unsigned long long)comm->opseq);
+    snprintf(secs, sizeof secs, after >= 10 ? "%.0f" : "%g", after);
+    n4p_say("rank %d of %d waiting %s s%s%s in %s%s (comm %p)", comm->rank, comm->nranks,
+            secs, count == 0 ? "" : count == 1 ? " for rank " : " for ranks ", list,
+            comm->cur_op ? comm->cur_op : "an operation", seq, (void *)comm);
+}
+
+static ncclResult_t wait_timed_out(ncclComm_t comm, const n4p_waitfor *w)
+{
+    char list[200];
+    int count = missing_ranks(comm, w, list, sizeof list);
+    n4p_set_error(comm,
+                  "timed out after %.3g s in %s (%s%s%s%s); set NCCL4PY_HOST_TIMEOUT to "
+                  "change the limit",
+                  comm->env.timeout, comm->cur_op ? comm->cur_op : "operation", w->what,
+                  count ? "; missing: rank" : "", count > 1 ? "s " : count ? " " : "", list);
+    return wait_failed(comm, ncclTimeout);
+}
+
+ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w)
+{
+    if (w->done(w->ctx))
         return ncclSuccess;
     n4p_seg_hdr *h = comm->seg.hdr;
     const double start = n4p_now();
     /* spinning only pays when every rank has a CPU of its own */
     const double spin_seconds = comm->nranks <= online_cpus() ? SPIN_SECONDS : 0;
     const double deadline = comm->env.timeout > 0 ? start + comm->env.timeout : 0;
+    const char *op = comm->cur_op ? comm->cur_op : "operation";
+    double report_after = comm->env.wait_report;
     double last_check = start;
     for (unsigned iter = 0;; iter++) {
-        if (pred(ctx))
+        if (w->done(w->ctx))
             return ncclSuccess;
         if (atomic_load_explicit(&comm->aborted, memory_order_relaxed)) {
-            n4p_set_error(comm, "the communicator was aborted while %s waited",
-                          comm->cur_op ? comm->cur_op : "an operation");
+            n4p_set_error(comm, "the communicator was aborted while %s waited", op);
             return n4p_comm_failed(comm, ncclInvalidUsage);
         }
         if (atomic_load_explicit(&h->poison, memory_order_relaxed) != 0) {
-            if (pred(ctx))
+            if (w->done(w->ctx))
                 return ncclSuccess;
             return n4p_check_poison(comm);
         }
         if (cancelled())
-            return wait_interrupted(comm, what);
+            return wait_interrupted(comm, w);
         if (iter % SPIN_ITERS != 0) {
             cpu_relax();
             continue;
@@ -297,33 +348,19 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
              * here, so a wait keeps sleeping in 100 ms naps */
             last_check = now;
             if (n4p_interrupted()) /* even when done: the caller must fail */
-                return wait_interrupted(comm, what);
-            ncclResult_t rc =
-                peer != N4P_NO_PEER_CHECK ? n4p_check_peer(comm, peer, what) : ncclSuccess;
-            if (rc != ncclSuccess) {
-                if (pred(ctx))
-                    return ncclSuccess;
-                return wait_failed(comm, rc);
+                return wait_interrupted(comm, w);
+            if (w->peer != N4P_NO_PEER_CHECK) {
+                ncclResult_t rc = n4p_check_peer(comm, w->peer, w->what);
+                if (rc != ncclSuccess)
+                    return w->done(w->ctx) ? ncclSuccess : wait_failed(comm, rc);
+            }
+            if (report_after > 0 && now - start >= report_after) {
+                report_wait(comm, w, report_after);
+                report_after *= 3;
             }
         }
-        if (deadline > 0 && now > deadline) {
-            if (pred(ctx))
-                return ncclSuccess;
-            if (peer >= 0)
-                n4p_set_error(comm,
-                              "timed out after %.3g s in %s waiting for rank "
-                              "%d (%s); set NCCL4PY_HOST_TIMEOUT to change the "
-                              "limit",
-                              comm->env.timeout, comm->cur_op ? comm->cur_op : "operation",
-                              peer, what);
-            else
-                n4p_set_error(comm,
-                              "timed out after %.3g s in %s (%s); set "
-                              "NCCL4PY_HOST_TIMEOUT to change the limit",
-                              comm->env.timeout, comm->cur_op ? comm->cur_op : "operation",
-                              what);
-            return wait_failed(comm, ncclTimeout);
-        }
+        if (deadline > 0 && now > deadline)
+            return w->done(w->ctx) ? ncclSuccess : wait_timed_out(comm, w);
         double nap = CHECK_PERIOD - (now - last_check);
         if (deadline > 0 && deadline - now < nap)
             nap = deadline - now;
@@ -331,7 +368,7 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
             nap = 1e-4;
         uint32_t seen = atomic_load(&h->wake);
         atomic_fetch_add(&h->sleepers, 1);
-        if (!pred(ctx) && atomic_load(&h->poison) == 0 &&
+        if (!w->done(w->ctx) && atomic_load(&h->poison) == 0 &&
             !atomic_load(&comm->aborted) && !cancelled() && futex_sleep(comm, seen, nap))
             last_check = now - CHECK_PERIOD; /* a signal: ask about it at once */
         atomic_fetch_sub(&h->sleepers, 1);
@@ -351,6 +388,13 @@ static bool seq_reached(void *p)
                                 memory_order_acquire) >= c->target;
 }
 
+static bool seq_missing(void *p, int rank)
+{
+    seq_ctx *c = p;
+    return atomic_load_explicit(&c->comm->seg.ranks[rank].seq, memory_order_acquire) <
+           c->target;
+}
+
 /* Arrive at the next barrier and wait for every rank to arrive there. */
 ncclResult_t n4p_barrier(ncclComm_t comm)
 {
@@ -358,11 +402,12 @@ ncclResult_t n4p_barrier(ncclComm_t comm)
     atomic_store(&comm->seg.ranks[comm->rank].seq, e);
     n4p_notify(comm);
     seq_ctx c = {comm, 0, e};
+    n4p_waitfor w = {seq_reached, seq_missing, &c, 0, "barrier"};
     for (int k = 0; k < comm->nranks; k++) {
         if (k == comm->rank)
             continue;
-        c.peer = k;
-        ncclResult_t rc = n4p_wait(comm, seq_reached, &c, k, "barrier");
+        c.peer = w.peer = k;
+        ncclResult_t rc = n4p_wait(comm, &w);
         if (rc != ncclSuccess)
             return rc;
     }
@@ -376,28 +421,27 @@ static bool all_joined(void *p)
            comm->nranks;
 }
 
+static bool not_joined(void *p, int rank)
+{
+    ncclComm_t comm = p;
+    int s = atomic_load_explicit(&comm->seg.ranks[rank].state, memory_order_acquire);
+    return s == N4P_RANK_EMPTY || s < 0;
+}
+
 ncclResult_t n4p_wait_joined(ncclComm_t comm)
 {
-    ncclResult_t rc = ncclSuccess;
-    if (!all_joined(comm)) {
-        rc = n4p_wait(comm, all_joined, comm, -1, "waiting for all ranks to join");
-        if (rc == ncclTimeout) {
-            char missing[256] = "";
-            size_t len = 0;
-            for (int p = 0; p < comm->nranks && len < sizeof missing - 16; p++)
-                if (atomic_load(&comm->seg.ranks[p].state) <= N4P_RANK_EMPTY)
-                    len += (size_t)snprintf(missing + len, sizeof missing - len,
-                                            "%s%d", len ? ", " : "", p);
-            n4p_set_error(comm,
-                          "timed out after %.3g s waiting for ranks to join the "
-                          "communicator (missing: %s); set NCCL4PY_HOST_TIMEOUT "
-                          "to change the limit",
-                          comm->env.timeout, missing);
-        }
-    }
+    n4p_waitfor w = {all_joined, not_joined, comm, -1, "waiting for the ranks to join"};
+    ncclResult_t rc = n4p_wait(comm, &w);
     n4p_seg_unlink(comm); /* complete or failed: the name is not needed */
     if (rc != ncclSuccess)
         return rc;
     comm->joined_all = true;
+    n4p_log(N4P_LOG_INFO, comm, "comm %p rank %d nRanks %d - Init COMPLETE", (void *)comm,
+            comm->rank, comm->nranks);
+    n4p_log(N4P_LOG_INFO, comm,
+            "comm %p rank %d nRanks %d host backend: segment %zu bytes, slot %zu bytes, "
+            "ring %zu bytes, timeout %g s",
+            (void *)comm, comm->rank, comm->nranks, comm->seg.size, comm->seg.slot_bytes,
+            comm->seg.ring_bytes, comm->env.timeout);
     return ncclSuccess;
 }
