@@ -37,6 +37,14 @@
 #define PAGE 4096u
 #define MAX_RANKS 1024
 
+/* The largest nranks a communicator may have; python -m nccl.run reads it to
+ * refuse a job it could not start. */
+N4P_EXPORT int nccl4pyHostMaxRanks(void);
+N4P_EXPORT int nccl4pyHostMaxRanks(void)
+{
+    return MAX_RANKS;
+}
+
 static size_t align_up(size_t v, size_t a)
 {
     return (v + a - 1) / a * a;
