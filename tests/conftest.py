@@ -2,7 +2,9 @@
 
 The test process itself runs on the *recording stub* library (built here from
 the API table; test infrastructure, never a real backend): NCCL_LIBRARY is
-pointed at it before anything loads a library.  Tests that need another
+pointed at it before anything loads a library.  The ranks of
+``@pytest.mark.nccl`` tests (the nccl.testing plugin) run on the backend the
+plugin chose (the host backend).  Tests that need another
 library (the real NCCL, loader-order stubs, the host backend) run it in a
 subprocess.  Set NCCL4PY_TEST_LIBRARY to run the process on another library
 instead (e.g. the host backend under mpirun).
@@ -53,7 +55,9 @@ def build_stub(name: str, *, noop: bool = False, omit: tuple[str, ...] = (),
 
 
 RECORDING_STUB = None
-if not os.environ.get("NCCL4PY_TEST_LIBRARY"):
+if os.environ.get("NCCL4PY_TESTING_RANK") is not None:
+    pass  # a rank of a @pytest.mark.nccl test: the plugin chose the backend
+elif not os.environ.get("NCCL4PY_TEST_LIBRARY"):
     RECORDING_STUB = build_stub("librecording_stub.so", host_memory=True)
     os.environ["NCCL_LIBRARY"] = str(RECORDING_STUB)
 else:

@@ -205,8 +205,9 @@ def select_backend(choice: str, environ, dev: str = "/dev") -> str:
     return "host"
 
 
-def rank_environment(base, rank: int, nranks: int, uid_hex: str) -> dict[str, str]:
-    """The environment of rank *rank*: *base* plus the launcher's variables."""
+def rank_environment(base, rank: int, nranks: int, uid_hex: str | None) -> dict[str, str]:
+    """The environment of rank *rank*: *base* plus the launcher's variables
+    (the unique id only when *uid_hex* is given)."""
     env = dict(base)
     for names, value in (
         (("NCCL4PY_RANK", "RANK", "LOCAL_RANK", "NCCL4PY_LOCAL_RANK"), rank),
@@ -214,7 +215,8 @@ def rank_environment(base, rank: int, nranks: int, uid_hex: str) -> dict[str, st
     ):
         for name in names:
             env[name] = str(value)
-    env[uniqueid.UNIQUE_ID_ENV] = uid_hex
+    if uid_hex is not None:
+        env[uniqueid.UNIQUE_ID_ENV] = uid_hex
     return env
 
 
