@@ -129,6 +129,14 @@ def run_python(code: str, env: dict[str, str], timeout: float = 60) -> subproces
                           timeout=timeout)
 
 
+@pytest.fixture
+def check():
+    """A refdata.Checker: collects every mismatch; end the test with check.assert_ok()."""
+    from refdata import Checker
+
+    return Checker()
+
+
 @pytest.fixture(scope="session")
 def stub_dir() -> Path:
     return _STUB_DIR
