@@ -9,7 +9,8 @@ pipe: ``uid`` (make a unique id; rank 0 only), ``run`` (run one test by node
 id with the given unique id and send back its reports), ``quit``.  Every test
 is torn down completely after it runs (fixtures of every scope).  Its own
 output goes to a log file; SIGUSR1 writes the stacks of its threads to a
-file (the parent asks for them when a test hangs).
+file (the parent asks for them when a test hangs); SIGTERM (sent when the
+parent dies) kills the worker's process group.
 """
 
 from __future__ import annotations
@@ -82,6 +83,11 @@ class _Worker:
         while True:
             request = self.receive()
             if request is None or request.get("op") == "quit":
+                # Nobody reads this session's summary: skip it (its hooks can
+                # take seconds, e.g. plugins that import their library there).
+                reporter = session.config.pluginmanager.getplugin("terminalreporter")
+                if reporter is not None:
+                    session.config.pluginmanager.unregister(reporter)
                 return True
             if request["op"] == "uid":
                 self.send(self._make_uid())
@@ -127,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     spec = json.loads((sys.argv[1:] if argv is None else argv)[0])
     for fd in (spec["cmd_fd"], spec["res_fd"]):
         os.set_inheritable(fd, False)  # not for the processes tests start
+    # SIGTERM comes from a dying parent (PR_SET_PDEATHSIG): take along what
+    # the tests started (this process leads its own process group).
+    signal.signal(signal.SIGTERM, lambda *_: os.killpg(os.getpid(), signal.SIGKILL))
     stack_file = open(spec["stack"], "w")  # noqa: SIM115 - lives as long as the process
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
