@@ -24,6 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# @pytest.mark.nccl tests need the plugin also where nccl4py is not installed
+# (a source tree on PYTHONPATH, as tools/sanitize.sh runs it).
+pytest_plugins = ["nccl.testing"]
+
 _STUB_DIR = Path(tempfile.mkdtemp(prefix="nccl4py-test-stubs-"))
 
 
