@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import alive as _alive
+
 try:
     import nccl.run  # noqa: F401
 except ImportError:  # not installed: use the checkout
@@ -92,21 +94,6 @@ def script(tmp_path: Path, body: str, name: str = "prog.py") -> Path:
     path.write_text("import os, sys, time, json, signal\n"
                     "RANK = int(os.environ['NCCL4PY_RANK'])\n" + textwrap.dedent(body))
     return path
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie still answers kill(0); treat it as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _wait_for(predicate, timeout: float = 10.0) -> bool:

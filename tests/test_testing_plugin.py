@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, clean_env
+from conftest import alive as _alive
 from test_host_collectives import host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
@@ -43,14 +44,6 @@ def pytest_run(tmp_path: Path, *args: str, timeout: float = RUN_TIMEOUT, env=Non
 
 def write(tmp_path: Path, name: str, text: str) -> None:
     (tmp_path / name).write_text(textwrap.dedent(text))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _gone(pids, timeout: float = 10.0) -> bool:

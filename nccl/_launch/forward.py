@@ -21,6 +21,24 @@ from nccl._launch import procgroup
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
+@contextlib.contextmanager
+def catching_signals(handler) -> Iterator[None]:
+    """Route SIGINT, SIGTERM and SIGHUP to *handler* inside the block (main
+    thread only).  A signal that is ignored (nohup, background jobs) stays
+    ignored, and so do children started meanwhile."""
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in FORWARDED:
+            signum = getattr(signal, name, None)
+            if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+                old[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, previous in old.items():
+            signal.signal(signum, previous)
+
+
 class Forwarder:
     """Passes the signals we receive to one child process."""
 
@@ -68,13 +86,7 @@ def forwarding_signals(cmd: list[str], **popen_kwargs) -> Iterator[tuple[subproc
     the block ends with an exception while it still runs).
     """
     fwd = Forwarder()
-    old = {}
-    if threading.current_thread() is threading.main_thread():
-        for name in FORWARDED:
-            signum = getattr(signal, name, None)
-            if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
-                old[signum] = signal.signal(signum, fwd._handler)
-    try:
+    with catching_signals(fwd._handler):
         proc = subprocess.Popen(cmd, preexec_fn=_preexec(), **popen_kwargs)
         fwd.attach(proc)
         try:
@@ -85,6 +97,3 @@ def forwarding_signals(cmd: list[str], **popen_kwargs) -> Iterator[tuple[subproc
             raise
         finally:
             proc.wait()
-    finally:
-        for signum, handler in old.items():
-            signal.signal(signum, handler)

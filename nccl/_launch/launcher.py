@@ -23,14 +23,13 @@ import sys
 import threading
 import time
 
-from nccl._launch import limits, procgroup, uniqueid
+from nccl._launch import forward, limits, procgroup, uniqueid
 
 PROG = "python -m nccl.run"
 TIMEOUT_EXIT = 124
 GRACE_SECONDS = 3.0      # between SIGTERM and SIGKILL when stopping ranks
 CHUNK_BYTES = 64 * 1024  # output is forwarded in pieces of at most this size
 _KILL_WAIT_SECONDS = 5.0  # after SIGKILL, before giving up on a rank
-_FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP")
 
 # Options that take a separate value; used to find where the program starts.
 _VALUE_OPTIONS = frozenset({"-n", "-np", "--nranks", "--backend", "--timeout"})
@@ -415,19 +414,8 @@ class Launcher:
 
     def run(self) -> int:
         self._preexec = procgroup.death_signal_preexec()
-        handlers = {}
-        if threading.current_thread() is threading.main_thread():
-            for name in _FORWARDED:
-                sig = getattr(signal, name, None)
-                # An ignored signal (nohup, background jobs) stays ignored, and
-                # the ranks inherit that.
-                if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
-                    handlers[sig] = signal.signal(sig, self._on_signal)
-        try:
+        with forward.catching_signals(self._on_signal):
             return self._run()
-        finally:
-            for sig, old in handlers.items():
-                signal.signal(sig, old)
 
     def _run(self) -> int:
         start = time.monotonic()
