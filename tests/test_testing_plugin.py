@@ -26,8 +26,9 @@ RUN_TIMEOUT = 300
 def pytest_run(tmp_path: Path, *args: str, timeout: float = RUN_TIMEOUT, env=None):
     """Run pytest in tmp_path; return (completed process, {test name: (outcome, text, time)})."""
     xml = tmp_path / "report.xml"
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                        f"--junitxml={xml}", *args], cwd=tmp_path, capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p",
+                        "nccl.testing", f"--junitxml={xml}", *args], cwd=tmp_path,
+                       capture_output=True,
                        text=True, timeout=timeout, env=env or clean_env(),
                        stdin=subprocess.DEVNULL)
     results = {}
