@@ -811,7 +811,8 @@ def test_a_huge_line_keeps_the_launcher_small(tmp_path, run_env, tag):
         proc.stdout.close()
         proc.stderr.close()
     before, after = json.loads((tmp_path / "hwm.json").read_text())
-    assert after - before < 16 * 1024, (before, after)  # kB: bounded, not 200 MiB
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):  # ASan's quarantine holds freed memory
+        assert after - before < 16 * 1024, (before, after)  # kB: bounded, not 200 MiB
     assert tail.endswith(b"x\n")
     if tag:  # pieces of at most 64 KiB, each its own tagged line
         assert lines == 200 * 16
