@@ -821,6 +821,21 @@ def test_a_huge_line_keeps_the_launcher_small(tmp_path, run_env, tag):
         assert total == 200 * (1 << 20) + 1 and lines == 1
 
 
+def test_output_splitter():
+    s = launcher._Splitter(b"[1]: ", limit=8)
+    assert s.feed(b"ab") == b""                       # an unfinished short line waits
+    assert s.feed(b"c\r10%\r") == b"[1]: abc\r[1]: 10%\r"
+    assert s.feed(b"\nx\r") == b"\n[1]: x\r"        # "\r\n" split across reads
+    assert s.feed(b"\n") == b"\n"
+    assert s.feed(b"0123456789") == b"[1]: 01234567\n"  # long: pieces of at most 8
+    assert s.finish() == b"[1]: 89\n"
+    plain = launcher._Splitter(b"", limit=4)
+    assert plain.feed(b"abcdef") == b"abcd"
+    assert plain.feed(b"gh") == b"efgh"
+    assert plain.finish() == b"\n"                     # the open line is ended
+    assert plain.feed(b"ok\n") == b"ok\n" and plain.finish() == b""
+
+
 @pytest.mark.parametrize("tag", [False, True])
 def test_carriage_return_lines_are_not_held_back(tmp_path, run_env, tag):
     prog = script(tmp_path, """
