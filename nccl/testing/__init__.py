@@ -37,10 +37,14 @@ docs/testing.md.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import pytest
 
 from nccl.testing import outcome, worker
+
+if TYPE_CHECKING:
+    from nccl.testing.pool import PoolManager
 
 __all__ = ["DEFAULT_NRANKS", "DEFAULT_TIMEOUT", "NcclItem"]
 
@@ -48,7 +52,7 @@ DEFAULT_NRANKS = 2
 DEFAULT_TIMEOUT = 60.0
 STARTUP_TIMEOUT = 120.0  # for a pool's processes to import and collect
 
-_MANAGER = pytest.StashKey["object"]()
+_MANAGER = pytest.StashKey["PoolManager"]()
 
 
 # ----------------------------------------------------------------- options
@@ -130,6 +134,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     config.stash[_MANAGER].args += files
     for i, item in enumerate(items):
         if isinstance(item, pytest.Function) and item.get_closest_marker("nccl"):
+            assert item.parent is not None
             items[i] = NcclItem.from_parent(item.parent, name=item.name, function=item)
 
 
@@ -153,6 +158,7 @@ class NcclItem(pytest.Item):
     def settings(self) -> tuple[int, float]:
         """(number of ranks, timeout) of this test; UsageError when invalid."""
         marker = self.get_closest_marker("nccl")
+        assert marker is not None  # only marked tests become NcclItems
         callspec = getattr(self.function, "callspec", None)
         if callspec is not None and "nranks" in callspec.params:
             nranks = callspec.params["nranks"]
