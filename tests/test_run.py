@@ -875,8 +875,9 @@ print("done")
 GRANDCHILD = """
 import subprocess
 kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], {redirect})
-with open(f"kid.{{RANK}}", "w") as f:
+with open(f"kid.{{RANK}}.tmp", "w") as f:
     f.write(str(kid.pid))
+os.replace(f"kid.{{RANK}}.tmp", f"kid.{{RANK}}")
 """
 
 
@@ -885,12 +886,16 @@ with open(f"kid.{{RANK}}", "w") as f:
 def test_processes_left_by_ranks_are_stopped(tmp_path, run_env, redirect, fail):
     prog = script(tmp_path, GRANDCHILD.format(redirect=redirect) + """
 if RANK == 1:
+    for _ in range(600):  # rank 0 has started its child too
+        if os.path.exists("kid.0"):
+            break
+        time.sleep(0.05)
     sys.exit(3 if FAIL else 0)
 time.sleep(60 if FAIL else 0)
 """.replace("FAIL", str(fail)))
     start = time.monotonic()
     res = run_launcher(run_env, "-n", 2, "--backend", "host", prog, cwd=tmp_path)
-    kids = [int(p.read_text()) for p in tmp_path.glob("kid.*")]
+    kids = [int(p.read_text()) for p in tmp_path.glob("kid.[0-9]")]
     try:
         assert res.returncode == (3 if fail else 0), res.stderr
         assert len(kids) == 2
