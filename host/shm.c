@@ -52,6 +52,14 @@
 
 #include "internal.h"
 
+/* The largest nranks a communicator may have; python -m nccl.run reads it to
+ * refuse a job it could not start. */
+N4P_EXPORT int nccl4pyHostMaxRanks(void);
+N4P_EXPORT int nccl4pyHostMaxRanks(void)
+{
+    return N4P_MAX_RANKS;
+}
+
 static uint64_t mix64(uint64_t z)
 {
     z += 0x9e3779b97f4a7c15ull;

@@ -7,11 +7,14 @@ import argparse
 import glob
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from typing import IO
+
+from nccl._launch.forward import forwarding_signals
 
 from .collectives import COLLECTIVES, OPS, TYPES, resolve_name
 
@@ -231,29 +234,30 @@ def _spawn(ns: argparse.Namespace, argv: list[str], names: list[str], n_types: i
     cmd += ["-m", "nccl.bench", *argv, "--worker"]
     if json_path and not ns.output_file:
         cmd += ["-J", json_path]
+    # SIGINT/SIGTERM/SIGHUP go to the launcher, which passes them to every
+    # rank; the status is then 128+N (130 for Ctrl-C, 143 for SIGTERM).
     progress = sys.stderr.isatty()
     if not progress:
-        return subprocess.call(cmd)
+        with forwarding_signals(cmd) as (proc, fwd):
+            return fwd.status(proc.wait())
     bar = _Progress(sys.stderr, _expected_rows(names, n_types, n_ops, ns.root, nranks, n_sizes))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1)
-    assert proc.stdout is not None
-    current = names[0] if names else ""
-    try:
-        for line in proc.stdout:
+    with forwarding_signals(cmd, stdout=subprocess.PIPE, text=True, bufsize=1) as (proc, fwd):
+        assert proc.stdout is not None
+        current = names[0] if names else ""
+        try:
+            for line in proc.stdout:
+                bar.clear()
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                if line.startswith("# Collective test starting:"):
+                    current = line.split(":", 1)[1].strip()
+                elif line.strip() and not line.startswith("#"):
+                    bar.done += 1
+                if not line.startswith("# Collective test concluded"):
+                    bar.show(current)
+            return fwd.status(proc.wait())
+        finally:
             bar.clear()
-            sys.stdout.write(line)
-            sys.stdout.flush()
-            if line.startswith("# Collective test starting:"):
-                current = line.split(":", 1)[1].strip()
-            elif line.strip() and not line.startswith("#"):
-                bar.done += 1
-            if not line.startswith("# Collective test concluded"):
-                bar.show(current)
-        return proc.wait()
-    except KeyboardInterrupt:
-        return proc.wait()
-    finally:
-        bar.clear()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return worker.run(ns, names, size_list, type_names, op_names, ns.root,
                               _step_text(ns), plot_here=not ns.worker)
+        except KeyboardInterrupt:  # Ctrl-C, passed on by the launcher: no traceback
+            return 128 + signal.SIGINT
         finally:
             if tmp is not None:
                 os.unlink(tmp.name)
