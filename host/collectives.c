@@ -162,7 +162,7 @@ static ncclResult_t all_reduce(ncclComm_t c, const n4p_op *o,
 {
     const int n = c->nranks, r = c->rank;
     const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t S = c->seg.hdr->slot_bytes;
+    const size_t S = c->seg.slot_bytes;
     const char *send = o->sendbuff;
     char *recv = o->recvbuff;
     const bool want = !root_only || r == o->root;
@@ -206,7 +206,7 @@ static ncclResult_t broadcast(ncclComm_t c, const n4p_op *o)
 {
     const int n = c->nranks, r = c->rank;
     const size_t bytes = o->count * n4p_dtype_size(o->dtype);
-    const size_t span = (size_t)(n + 1) * c->seg.hdr->slot_bytes; /* whole set */
+    const size_t span = (size_t)(n + 1) * c->seg.slot_bytes; /* whole set */
     bool first = true;
     ncclResult_t rc;
     for (size_t off = 0; off < bytes; off += span) {
@@ -228,7 +228,7 @@ static ncclResult_t all_gather(ncclComm_t c, const n4p_op *o, bool root_only)
 {
     const int n = c->nranks, r = c->rank;
     const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t chunk = c->seg.hdr->slot_bytes / esz;
+    const size_t chunk = c->seg.slot_bytes / esz;
     const bool want = !root_only || r == o->root;
     const char *own = (const char *)o->recvbuff + (size_t)r * o->count * esz;
     const bool inplace = want && own == (const char *)o->sendbuff;
@@ -257,7 +257,7 @@ static ncclResult_t reduce_scatter(ncclComm_t c, const n4p_op *o,
 {
     const int n = c->nranks, r = c->rank;
     const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t piece = c->seg.hdr->slot_bytes / ((size_t)n * esz);
+    const size_t piece = c->seg.slot_bytes / ((size_t)n * esz);
     const size_t rc_ = o->count;
     const void **srcs = c->srcs;
     bool first = true;
@@ -282,7 +282,7 @@ static ncclResult_t all_to_all(ncclComm_t c, const n4p_op *o)
 {
     const int n = c->nranks, r = c->rank;
     const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t piece = c->seg.hdr->slot_bytes / ((size_t)n * esz);
+    const size_t piece = c->seg.slot_bytes / ((size_t)n * esz);
     const size_t cnt = o->count;
     bool first = true;
     ncclResult_t rc;
@@ -335,7 +335,7 @@ static ncclResult_t all_to_all_v(ncclComm_t c, const n4p_op *o)
                 maxc = ps[d];
         }
     }
-    const size_t piece = c->seg.hdr->slot_bytes / (nn * esz);
+    const size_t piece = c->seg.slot_bytes / (nn * esz);
     for (size_t off = 0; off < maxc; off += piece) {
         set = CUR_SET;
         for (int d = 0; d < n; d++) {
@@ -362,7 +362,7 @@ static ncclResult_t scatter(ncclComm_t c, const n4p_op *o)
 {
     const int n = c->nranks, r = c->rank;
     const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t chunk = c->seg.hdr->slot_bytes / esz;
+    const size_t chunk = c->seg.slot_bytes / esz;
     const char *own = (const char *)o->sendbuff + (size_t)r * o->count * esz;
     const bool inplace = r == o->root && own == (const char *)o->recvbuff;
     bool first = true;
@@ -398,12 +398,17 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
         c->cur_op = NULL;
         return rc;
     case N4P_K_SPLIT:
+        c->opseq++;
         return n4p_exec_split(o);
     case N4P_K_SHRINK:
+        c->opseq++;
         return n4p_exec_shrink(o);
     default:
         break;
     }
+    c->opseq++;
+    if ((rc = n4p_check_poison(c)) != ncclSuccess) /* a rank failed earlier */
+        return rc;
     if (o->count == 0 && o->kind != N4P_K_ALLTOALLV)
         return ncclSuccess;
     if (is_reduction(o->kind)) {

@@ -21,11 +21,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
 #endif
-#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,6 +110,11 @@ ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id
         return n4p_fail(NULL, ncclInvalidArgument,
                         "the unique id was not made by this backend's "
                         "ncclGetUniqueId");
+    n4p_settings env;
+    ncclResult_t rc = n4p_settings_load(&env);
+    if (rc != ncclSuccess)
+        return rc;
+    n4p_log_version();
     ncclComm_t comm = calloc(1, sizeof *comm);
     if (comm == NULL)
         return n4p_fail(NULL, ncclSystemError, "out of memory");
@@ -119,7 +122,7 @@ ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id
     comm->rank = rank;
     comm->nranks = nranks;
     comm->device = device;
-    comm->timeout = n4p_env_timeout();
+    comm->env = env;
     comm->cur_op = "ncclCommInitRank";
     pthread_mutex_init(&comm->lock, NULL);
     comm->srcs = calloc((size_t)nranks, sizeof *comm->srcs);
@@ -127,7 +130,7 @@ ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id
         comm_free(comm);
         return n4p_fail(NULL, ncclSystemError, "out of memory");
     }
-    ncclResult_t rc = n4p_seg_attach(comm, id);
+    rc = n4p_seg_attach(comm, id);
     if (rc == ncclSuccess && wait)
         rc = n4p_wait_joined(comm);
     if (rc != ncclSuccess) {
@@ -272,6 +275,8 @@ N4P_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
     ncclResult_t rc = n4p_check_comm(comm, false);
     if (rc != ncclSuccess)
         return rc;
+    n4p_log(N4P_LOG_INFO, comm, "comm %p rank %d nRanks %d - Destroy COMPLETE", (void *)comm,
+            comm->rank, comm->nranks);
     comm_free(comm);
     return ncclSuccess;
 }
@@ -284,15 +289,13 @@ N4P_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
     if (comm == NULL || comm->magic != N4P_COMM_MAGIC)
         return ncclSuccess;
     atomic_store(&comm->aborted, 1);
-    if (comm->seg.hdr != NULL) {
-        n4p_seg_hdr *h = comm->seg.hdr;
-        atomic_fetch_add(&h->wake, 1);
-        syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    }
+    n4p_wake_all(comm);
     while (atomic_load(&comm->busy) != 0) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    n4p_log(N4P_LOG_INFO, comm, "comm %p rank %d nRanks %d - Abort COMPLETE", (void *)comm,
+            comm->rank, comm->nranks);
     comm_free(comm);
     return ncclSuccess;
 }

@@ -47,6 +47,7 @@ static void vset(ncclComm_t comm, const char *fmt, va_list ap)
     n4p_set_error_text(full);
     if (comm != NULL && comm->magic == N4P_COMM_MAGIC)
         snprintf(comm->errmsg, sizeof comm->errmsg, "%s", full);
+    n4p_log(N4P_LOG_WARN, comm, "%s", full);
 }
 
 void n4p_set_error(ncclComm_t comm, const char *fmt, ...)

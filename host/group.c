@@ -27,6 +27,7 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -62,12 +63,24 @@ static bool is_p2p(const n4p_op *o)
     return o->kind == N4P_K_SEND || o->kind == N4P_K_RECV;
 }
 
+/* The threads that run one group: the caller runs the first communicator's
+ * work itself, one helper thread runs each other's.  They share a cancel
+ * flag: when the caller is interrupted (n4p_interrupted), every wait of the
+ * group stops. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    int running; /* helper threads not finished */
+    _Atomic int cancel;
+} group_run;
+
 typedef struct {
     ncclComm_t comm;
     n4p_op *ops; /* every op of the group; only those of `comm` are run */
     int nops;
     ncclResult_t rc;
     char errmsg[N4P_ERRLEN];
+    group_run *run;
 } job;
 
 static ncclResult_t run_comm_ops(ncclComm_t comm, n4p_op *ops, int nops)
@@ -121,8 +134,41 @@ static ncclResult_t run_comm(ncclComm_t comm, n4p_op *ops, int nops, char *errms
 static void *job_main(void *arg)
 {
     job *j = arg;
+    n4p_set_cancel_flag(&j->run->cancel, true);
     j->rc = run_comm(j->comm, j->ops, j->nops, j->errmsg);
+    n4p_set_cancel_flag(NULL, false);
+    pthread_mutex_lock(&j->run->lock);
+    j->run->running--;
+    pthread_cond_signal(&j->run->done);
+    pthread_mutex_unlock(&j->run->lock);
     return NULL;
+}
+
+/* Wait for the helper threads, asking about interrupts meanwhile; once the
+ * group is cancelled, wake the helpers' waits so that they see it. */
+static void wait_helpers(group_run *run, job *jobs, int njobs)
+{
+    bool woken = false;
+    pthread_mutex_lock(&run->lock);
+    while (run->running > 0) {
+        if (!woken && atomic_load(&run->cancel)) {
+            for (int k = 1; k < njobs; k++)
+                n4p_wake_all(jobs[k].comm);
+            woken = true;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000000L;
+        if (ts.tv_nsec >= 1000000000L)
+            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&run->done, &run->lock, &ts);
+        if (run->running > 0 && !woken) {
+            pthread_mutex_unlock(&run->lock);
+            n4p_interrupted(); /* sets the cancel flag when interrupted */
+            pthread_mutex_lock(&run->lock);
+        }
+    }
+    pthread_mutex_unlock(&run->lock);
 }
 
 /* Run a list of operations (the content of a group, or one call). */
@@ -134,6 +180,7 @@ static ncclResult_t run_ops(n4p_op *ops, int nops)
     job *jobs = calloc((size_t)nops, sizeof *jobs);
     if (jobs == NULL)
         return n4p_fail(NULL, ncclSystemError, "out of memory");
+    group_run run = {.running = 0};
     for (int i = 0; i < nops; i++) {
         int k;
         for (k = 0; k < njobs; k++)
@@ -143,6 +190,7 @@ static ncclResult_t run_ops(n4p_op *ops, int nops)
             jobs[njobs].comm = ops[i].comm;
             jobs[njobs].ops = ops;
             jobs[njobs].nops = nops;
+            jobs[njobs].run = &run;
             njobs++;
         }
     }
@@ -160,21 +208,41 @@ static ncclResult_t run_ops(n4p_op *ops, int nops)
         free(jobs);
         return n4p_fail(NULL, ncclSystemError, "out of memory");
     }
-    for (int k = 1; k < njobs; k++)
+    pthread_mutex_init(&run.lock, NULL);
+    pthread_cond_init(&run.done, NULL);
+    atomic_init(&run.cancel, 0);
+    for (int k = 1; k < njobs; k++) {
+        pthread_mutex_lock(&run.lock);
+        run.running++;
+        pthread_mutex_unlock(&run.lock);
         started[k] = pthread_create(&tids[k], NULL, job_main, &jobs[k]) == 0;
-    job_main(&jobs[0]);
+        if (!started[k]) {
+            pthread_mutex_lock(&run.lock);
+            run.running--;
+            pthread_mutex_unlock(&run.lock);
+        }
+    }
+    n4p_set_cancel_flag(&run.cancel, false);
+    jobs[0].rc = run_comm(jobs[0].comm, ops, nops, jobs[0].errmsg);
+    wait_helpers(&run, jobs, njobs);
     for (int k = 1; k < njobs; k++) {
         if (started[k])
             pthread_join(tids[k], NULL);
-        else
-            job_main(&jobs[k]); /* could not start a thread: best effort */
+        else /* could not start a thread: best effort */
+            jobs[k].rc = run_comm(jobs[k].comm, ops, nops, jobs[k].errmsg);
     }
+    n4p_set_cancel_flag(NULL, false);
+    if (atomic_load(&run.cancel) && jobs[0].rc == ncclSuccess) /* interrupted at the end */
+        jobs[0].rc = n4p_fail(jobs[0].comm, ncclSystemError,
+                              "the group was interrupted while waiting");
     for (int k = 0; k < njobs; k++) {
         if (jobs[k].rc != ncclSuccess && rc == ncclSuccess) {
             rc = jobs[k].rc;
             n4p_set_error_text(jobs[k].errmsg);
         }
     }
+    pthread_cond_destroy(&run.done);
+    pthread_mutex_destroy(&run.lock);
     free(tids);
     free(started);
     free(jobs);

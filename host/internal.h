@@ -38,13 +38,30 @@
 #define N4P_ID_NAME_LEN 16
 #define N4P_ID_SECRET_OFF 24    /* 32 random bytes, never part of a name */
 #define N4P_ID_SECRET_LEN 32
-#define N4P_SHM_NAME_MAX 64
+#define N4P_SHM_NAME_MAX 64 /* "/dev/shm/nccl4py-" + 32 hex digits */
 
 /* ------------------------------------------------------ shared segment -- */
 
-#define N4P_SEG_MAGIC 0x6e34706873656731ull /* "n4phseg1" */
+#define N4P_SEG_MAGIC 0x6e34706873656732ull /* "n4phseg2" */
+#define N4P_SHM_DIR "/dev/shm"
+#define N4P_SHM_PREFIX "nccl4py-"
+#define N4P_MAX_RANKS 1024
+#define N4P_PAGE 4096u
 
+/* Accepted sizes (also the ranges of NCCL4PY_HOST_SLOT_BYTES / _RING_BYTES). */
+#define N4P_MIN_SLOT 4096u
+#define N4P_MIN_RING 256u
+#define N4P_MAX_BUF (1u << 30)
+#define N4P_MAX_SEGMENT (1ull << 40)
+
+/* Rank states.  While a rank fills in its pid the state is minus that pid,
+ * so that a rank killed in between can still be recognised as gone. */
 enum { N4P_RANK_EMPTY = 0, N4P_RANK_JOINED = 1, N4P_RANK_LEFT = 2 };
+#define N4P_RANK_CLAIMING(pid) (-(int32_t)(pid))
+
+/* `poison` value: the failure is described in the header itself (a rank
+ * that could not join, e.g. with a different nranks). */
+#define N4P_POISON_HDR (-1)
 
 /* What a rank announces at the start of each collective, so that peers can
  * detect mismatched calls (different collective, count, type, op or root). */
@@ -78,10 +95,15 @@ typedef struct {
     char pad1[N4P_CACHELINE - sizeof(uint64_t)];
 } n4p_ring_ctl;
 
+/* The first page of a segment.  Everything up to `joined` is written once
+ * by the creator before the segment gets its name; a joining rank checks it
+ * (shm.c) and from then on uses only its own validated copy. */
 typedef struct {
     _Atomic uint64_t ready; /* N4P_SEG_MAGIC once the layout is written */
     int32_t nranks;
-    int32_t pad;
+    int32_t creator_pid;
+    uint64_t creator_start; /* start time of the creator, see n4p_rank_ctl */
+    uint64_t pidns;         /* the creator's PID namespace (0: unknown) */
     uint64_t total_bytes;
     uint64_t slot_bytes;  /* collective staging slot, one per rank */
     uint64_t ring_bytes;  /* capacity of each point-to-point ring */
@@ -90,20 +112,40 @@ typedef struct {
     uint64_t off_coll;    /* 2 sets of (nranks + 1) slots */
     uint64_t off_data;    /* ring buffers, nranks*nranks of ring_bytes */
     _Atomic int32_t joined;
-    _Atomic int32_t poison; /* 0, or 1 + the rank that reported a failure */
+    _Atomic int32_t poison; /* 0, 1 + the rank that reported a failure, or N4P_POISON_HDR */
     _Atomic uint32_t wake;  /* futex word bumped by every notification */
     _Atomic uint32_t sleepers;
+    _Atomic int32_t err_claim; /* 1 once a rank owns errcode/errmsg below */
+    int32_t errcode;
+    char errmsg[N4P_ERRLEN];
 } n4p_seg_hdr;
 
+/* A mapped segment.  The sizes are this rank's validated copies: nothing
+ * that locates memory is read back from the shared header. */
 typedef struct {
     void *base;
     size_t size;
+    size_t slot_bytes;
+    size_t ring_bytes;
     n4p_seg_hdr *hdr;
     n4p_rank_ctl *ranks;
     n4p_ring_ctl *rings;
     char *coll;
     char *data;
 } n4p_seg;
+
+/* ------------------------------------------------------------ settings -- */
+
+/* The environment, read and validated at communicator creation (env.c). */
+typedef struct {
+    double timeout;     /* seconds without progress before ncclTimeout; 0: none */
+    double wait_report; /* seconds blocked before saying what for; 0: never */
+    size_t slot_bytes;  /* 0: automatic */
+    size_t ring_bytes;  /* 0: automatic */
+    int debug;          /* NCCL_DEBUG level */
+} n4p_settings;
+
+enum { N4P_LOG_NONE = 0, N4P_LOG_VERSION = 1, N4P_LOG_WARN = 2, N4P_LOG_INFO = 3 };
 
 /* ---------------------------------------------------------- comm state -- */
 
@@ -143,10 +185,12 @@ struct ncclComm {
     int nranks;
     int device;
     n4p_seg seg;
-    char shm_name[N4P_SHM_NAME_MAX];
+    char shm_name[N4P_SHM_NAME_MAX]; /* path of the segment while this rank may
+                                        have to remove it; "" once done */
     unsigned char secret[N4P_ID_SECRET_LEN];
-    double timeout; /* seconds, <= 0 means wait forever */
+    n4p_settings env;
     uint64_t epoch; /* number of barriers passed */
+    uint64_t opseq; /* operations run, for messages */
     uint64_t nsplit;
     uint64_t nshrink;
     _Atomic int error; /* sticky asynchronous error */
@@ -216,6 +260,15 @@ typedef struct {
 
 /* ---------------------------------------------------------- functions -- */
 
+/* env.c */
+ncclResult_t n4p_settings_load(n4p_settings *s);
+int n4p_debug_level(void);
+
+/* log.c */
+void n4p_say(const char *fmt, ...) N4P_PRINTF(1, 2);
+void n4p_log(int level, ncclComm_t comm, const char *fmt, ...) N4P_PRINTF(3, 4);
+void n4p_log_version(void);
+
 /* errors.c */
 void n4p_set_error(ncclComm_t comm, const char *fmt, ...) N4P_PRINTF(2, 3);
 void n4p_set_error_text(const char *text);
@@ -250,20 +303,33 @@ ncclResult_t n4p_seg_attach(ncclComm_t comm, const ncclUniqueId *id);
 void n4p_seg_unlink(ncclComm_t comm);
 void n4p_seg_detach(ncclComm_t comm);
 uint64_t n4p_proc_starttime(pid_t pid, char *state);
+bool n4p_process_gone(int32_t pid, uint64_t starttime);
 
 /* sync.c */
 typedef bool (*n4p_pred)(void *ctx);
 #define N4P_NO_PEER_CHECK (-2) /* the predicate checks peers itself */
+/* One wait: until `done`; `peer` is the rank whose liveness to check (-1:
+ * all, N4P_NO_PEER_CHECK: none); `missing` tells which ranks the wait is
+ * for, to report a long wait. */
+typedef struct {
+    n4p_pred done;
+    bool (*missing)(void *ctx, int rank);
+    void *ctx;
+    int peer;
+    const char *what;
+} n4p_waitfor;
 double n4p_now(void);
-double n4p_env_timeout(void);
 void n4p_notify(ncclComm_t comm);
-ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
-                      const char *what);
+void n4p_wake_all(ncclComm_t comm);
+ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w);
 ncclResult_t n4p_barrier(ncclComm_t comm);
 ncclResult_t n4p_wait_joined(ncclComm_t comm);
 void n4p_poison(ncclComm_t comm, ncclResult_t rc);
 ncclResult_t n4p_check_poison(ncclComm_t comm);
 ncclResult_t n4p_check_peer(ncclComm_t comm, int peer, const char *what);
+bool n4p_interrupted(void);
+/* Group execution: the threads running one group share a cancel flag. */
+void n4p_set_cancel_flag(_Atomic int *flag, bool helper);
 
 /* comm.c */
 ncclResult_t n4p_check_comm(ncclComm_t comm, bool for_ops);
@@ -289,7 +355,7 @@ bool n4p_in_group(void);
 
 static inline void *n4p_slot(ncclComm_t c, int set, int k)
 {
-    size_t s = c->seg.hdr->slot_bytes;
+    size_t s = c->seg.slot_bytes;
     return c->seg.coll + ((size_t)set * (size_t)(c->nranks + 1) + (size_t)k) * s;
 }
 

@@ -51,7 +51,7 @@ static inline n4p_ring_ctl *ring_ctl(ncclComm_t c, int src, int dst)
 static inline char *ring_data(ncclComm_t c, int src, int dst)
 {
     return c->seg.data + ((size_t)src * (size_t)c->nranks + (size_t)dst) *
-                             c->seg.hdr->ring_bytes;
+                             c->seg.ring_bytes;
 }
 
 static void ring_write(char *ring, size_t cap, uint64_t pos, const void *src,
@@ -80,13 +80,20 @@ static size_t op_bytes(const n4p_op *o)
 }
 
 /* Move what fits for one send; true if anything moved. */
-static bool send_step(ncclComm_t c, n4p_op *o)
+static bool send_step(engine *e, n4p_op *o)
 {
+    ncclComm_t c = e->comm;
     n4p_ring_ctl *rc = ring_ctl(c, c->rank, o->root);
     char *data = ring_data(c, c->rank, o->root);
-    const size_t cap = c->seg.hdr->ring_bytes;
+    const size_t cap = c->seg.ring_bytes;
     uint64_t tail = atomic_load_explicit(&rc->tail, memory_order_relaxed);
     uint64_t head = atomic_load_explicit(&rc->head, memory_order_acquire);
+    if (tail - head > cap) {
+        e->err = n4p_fail(c, ncclInternalError,
+                          "the ring to rank %d is corrupt (head %llu, tail %llu)", o->root,
+                          (unsigned long long)head, (unsigned long long)tail);
+        return true;
+    }
     size_t space = cap - (size_t)(tail - head);
     bool moved = false;
     if (!o->hdr_done) {
@@ -118,9 +125,15 @@ static bool recv_step(engine *e, n4p_op *o)
     ncclComm_t c = e->comm;
     n4p_ring_ctl *rc = ring_ctl(c, o->root, c->rank);
     const char *data = ring_data(c, o->root, c->rank);
-    const size_t cap = c->seg.hdr->ring_bytes;
+    const size_t cap = c->seg.ring_bytes;
     uint64_t head = atomic_load_explicit(&rc->head, memory_order_relaxed);
     uint64_t tail = atomic_load_explicit(&rc->tail, memory_order_acquire);
+    if (tail - head > cap) {
+        e->err = n4p_fail(c, ncclInternalError,
+                          "the ring from rank %d is corrupt (head %llu, tail %llu)", o->root,
+                          (unsigned long long)head, (unsigned long long)tail);
+        return true;
+    }
     size_t avail = (size_t)(tail - head);
     bool moved = false;
     if (!o->hdr_done) {
@@ -162,7 +175,7 @@ static bool pass(engine *e)
         n4p_op *o = &e->ops[i];
         if (o->complete || (o->prev >= 0 && !e->ops[o->prev].complete))
             continue;
-        bool m = o->kind == N4P_K_SEND ? send_step(e->comm, o) : recv_step(e, o);
+        bool m = o->kind == N4P_K_SEND ? send_step(e, o) : recv_step(e, o);
         if (o->complete)
             e->remaining--;
         moved |= m;
@@ -207,6 +220,16 @@ static bool progress(void *p)
     return peers_failed(e);
 }
 
+/* Is an unfinished operation waiting on `rank`? (for reports) */
+static bool waits_for(void *p, int rank)
+{
+    engine *e = p;
+    for (int i = 0; i < e->nops; i++)
+        if (!e->ops[i].complete && e->ops[i].root == rank)
+            return true;
+    return false;
+}
+
 ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
 {
     const int n = comm->nranks;
@@ -231,10 +254,14 @@ ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
         free(lastp);
     comm->cur_op = nops == 1 ? (ops[0].kind == N4P_K_SEND ? "ncclSend" : "ncclRecv")
                              : "grouped ncclSend/ncclRecv";
+    comm->opseq++;
+    ncclResult_t failed = n4p_check_poison(comm); /* a rank failed earlier */
+    if (failed != ncclSuccess)
+        return failed;
     engine e = {comm, ops, nops, nops, n4p_now(), ncclSuccess};
+    n4p_waitfor w = {progress, waits_for, &e, N4P_NO_PEER_CHECK, "send/recv"};
     while (e.remaining > 0) {
-        ncclResult_t rc =
-            n4p_wait(comm, progress, &e, N4P_NO_PEER_CHECK, "send/recv");
+        ncclResult_t rc = n4p_wait(comm, &w);
         if (rc != ncclSuccess)
             return rc;
         if (e.err != ncclSuccess) {

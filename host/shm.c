@@ -2,17 +2,30 @@
  * shm.c - unique ids and the shared-memory segment of a communicator.
  *
  * A unique id is 128 bytes: an 8-byte tag ("n4phost1"), 16 random bytes that
- * name the segment ("/nccl4py-<32 hex digits>"), 32 random "secret" bytes
- * that never appear in a name (communicators created by split and shrink
- * derive their ids from them, so their names are just as unguessable), and
- * random filler.
+ * name the segment (/dev/shm/nccl4py-<32 hex digits>), 32 random "secret"
+ * bytes that never appear in a name (communicators created by split and
+ * shrink derive their ids from them, so their names are just as
+ * unguessable), and random filler.
  *
- * The first rank to arrive creates the segment (O_EXCL, mode 0600), sizes it
- * and publishes the layout; later ranks open it, wait for the layout and map
- * it.  The rank whose arrival completes the set unlinks the name at once:
- * from then on the memory lives only in the mappings, so nothing is left in
- * /dev/shm however the processes end.  If the set never completes (a rank
- * never arrives), every rank that gives up unlinks the name too.
+ * Creation.  The first rank to arrive makes the segment as an unnamed file
+ * (O_TMPFILE, mode 0600), lays it out, claims its rank, and only then links
+ * it under its name; if another rank linked one first, it joins that one.
+ * So a name never refers to a half-made segment, and a rank killed while
+ * creating leaves nothing.  A joining rank trusts nothing it opens: the
+ * file must be this user's, with mode 0600, and its header must describe
+ * exactly the layout its sizes imply and the file's size; it then uses only
+ * its own validated copy of the sizes and offsets.
+ *
+ * Removal.  The name is needed only until every rank has attached: the rank
+ * completing the set removes it, and so does every rank once it sees the
+ * set complete, so it is gone as soon as possible.  A rank that fails to
+ * join (another nranks, a rank taken twice) poisons the segment, so that the
+ * others fail at once, and removes the name; ranks that give up waiting
+ * (timeout, interrupt, a dead peer) remove it too.  What remains is the case
+ * nobody can handle in-process: every process of a job killed (SIGKILL)
+ * before the set completed.  Those names are collected when any rank of this
+ * user creates a segment later (sweep_stale): a segment whose attached
+ * processes are all gone is removed.
  *
  * Layout (offsets 4 KiB aligned):
  *   header | n4p_rank_ctl[n] | n4p_ring_ctl[n*n] |
@@ -21,25 +34,30 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
 #endif
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
-#define PAGE 4096u
-#define MAX_RANKS 1024
-
-static size_t align_up(size_t v, size_t a)
+/* The largest nranks a communicator may have; python -m nccl.run reads it to
+ * refuse a job it could not start. */
+N4P_EXPORT int nccl4pyHostMaxRanks(void);
+N4P_EXPORT int nccl4pyHostMaxRanks(void)
 {
-    return (v + a - 1) / a * a;
+    return N4P_MAX_RANKS;
 }
 
 static uint64_t mix64(uint64_t z)
@@ -130,211 +148,452 @@ uint64_t n4p_proc_starttime(pid_t pid, char *state)
     return start ? (uint64_t)start : 1;
 }
 
-static size_t env_size(const char *name, size_t dflt)
+
+/* Is the process that registered as (pid, starttime) gone?  A zombie, or a
+ * different process now owning the pid, counts as gone. */
+bool n4p_process_gone(int32_t pid, uint64_t starttime)
 {
-    const char *s = getenv(name);
-    if (s == NULL || *s == '\0')
-        return dflt;
-    char *end = NULL;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (end == s || v == 0)
-        return dflt;
-    return (size_t)v;
+    if (pid <= 0 || (pid_t)pid == getpid())
+        return false;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return true;
+    char state = '?';
+    uint64_t st = n4p_proc_starttime((pid_t)pid, &state);
+    if (st == 0)
+        return n4p_proc_starttime(getpid(), NULL) != 0; /* no /proc: alive */
+    if (state == 'Z' || state == 'X')
+        return true;
+    return starttime > 1 && st > 1 && st != starttime;
 }
 
-static void layout(n4p_seg_hdr *h, int n)
+/* Identity of our PID namespace (its inode), 0 when unknown. */
+static uint64_t pid_namespace(void)
 {
-    size_t nn = (size_t)n;
-    size_t slot = 16u << 20;
-    slot /= nn + 1;
-    if (slot > (4u << 20))
-        slot = 4u << 20;
-    if (slot < (64u << 10))
-        slot = 64u << 10;
-    slot = env_size("NCCL4PY_HOST_SLOT_BYTES", slot);
-    if (slot < nn * 64)
-        slot = nn * 64;
-    slot = align_up(slot, PAGE);
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
 
-    size_t ring = (32u << 20) / (nn * nn);
-    if (ring > (1u << 20))
-        ring = 1u << 20;
-    if (ring < (64u << 10))
-        ring = 64u << 10;
-    ring = env_size("NCCL4PY_HOST_RING_BYTES", ring);
-    if (ring < 256)
-        ring = 256;
-    ring = align_up(ring, N4P_CACHELINE);
+/* ---------------------------------------------------------------- layout -- */
 
+static bool add_ok(uint64_t *acc, uint64_t a, uint64_t b)
+{
+    if (b != 0 && a > UINT64_MAX / b)
+        return false;
+    if (*acc > UINT64_MAX - a * b)
+        return false;
+    *acc += a * b;
+    return true;
+}
+
+static uint64_t page_up(uint64_t v)
+{
+    return (v + N4P_PAGE - 1) / N4P_PAGE * N4P_PAGE;
+}
+
+/* Fill the offsets and total size of a segment for n ranks with the given
+ * slot and ring sizes; false when it would exceed N4P_MAX_SEGMENT. */
+static bool layout(n4p_seg_hdr *h, int n, uint64_t slot, uint64_t ring)
+{
+    const uint64_t nn = (uint64_t)n;
+    uint64_t off = N4P_PAGE;
     h->nranks = n;
     h->slot_bytes = slot;
     h->ring_bytes = ring;
-    h->off_ranks = PAGE;
-    h->off_rings = align_up(h->off_ranks + nn * sizeof(n4p_rank_ctl), PAGE);
-    h->off_coll = align_up(h->off_rings + nn * nn * sizeof(n4p_ring_ctl), PAGE);
-    h->off_data = align_up(h->off_coll + 2 * (nn + 1) * slot, PAGE);
-    h->total_bytes = align_up(h->off_data + nn * nn * ring, PAGE);
+    h->off_ranks = off;
+    if (!add_ok(&off, nn, sizeof(n4p_rank_ctl)))
+        return false;
+    h->off_rings = off = page_up(off);
+    if (!add_ok(&off, nn * nn, sizeof(n4p_ring_ctl)))
+        return false;
+    h->off_coll = off = page_up(off);
+    if (!add_ok(&off, 2 * (nn + 1), slot))
+        return false;
+    h->off_data = off = page_up(off);
+    if (!add_ok(&off, nn * nn, ring))
+        return false;
+    h->total_bytes = page_up(off);
+    return h->total_bytes <= N4P_MAX_SEGMENT;
 }
 
-static void bind_seg(n4p_seg *s, void *base, size_t size)
+/* The slot and ring sizes a new segment gets: the settings' or automatic
+ * ones, adjusted so that every collective can make progress. */
+static void choose_sizes(int n, const n4p_settings *s, uint64_t *slot, uint64_t *ring)
+{
+    const uint64_t nn = (uint64_t)n;
+    uint64_t v = s->slot_bytes;
+    if (v == 0) { /* 16 MiB over all slots, within 64 KiB .. 4 MiB */
+        v = (16u << 20) / (nn + 1);
+        v = v > (4u << 20) ? (4u << 20) : v < (64u << 10) ? (64u << 10) : v;
+    }
+    if (v < nn * 64) /* reduce-scatter needs one 8-byte element per rank and more */
+        v = nn * 64;
+    *slot = page_up(v);
+    v = s->ring_bytes;
+    if (v == 0) { /* 32 MiB over all rings, within 64 KiB .. 1 MiB */
+        v = (32u << 20) / (nn * nn);
+        v = v > (1u << 20) ? (1u << 20) : v < (64u << 10) ? (64u << 10) : v;
+    }
+    *ring = (v + N4P_CACHELINE - 1) / N4P_CACHELINE * N4P_CACHELINE;
+}
+
+/* Check a copy of a segment's header against the size of its file: every
+ * size within its range, every offset exactly where layout() puts it, so
+ * all of them lie inside the file.  NULL when valid, else what is wrong. */
+static const char *header_problem(const n4p_seg_hdr *h, uint64_t ready, uint64_t file_size)
+{
+    if (file_size < sizeof *h || ready != N4P_SEG_MAGIC)
+        return "it has no header of this version of the host backend";
+    if (h->nranks < 1 || h->nranks > N4P_MAX_RANKS)
+        return "its rank count is out of range";
+    const uint64_t nn = (uint64_t)h->nranks;
+    if (h->slot_bytes % N4P_PAGE != 0 || h->slot_bytes < N4P_MIN_SLOT ||
+        h->slot_bytes < nn * 64 || h->slot_bytes > N4P_MAX_BUF)
+        return "its slot size is out of range";
+    if (h->ring_bytes % N4P_CACHELINE != 0 || h->ring_bytes < N4P_MIN_RING ||
+        h->ring_bytes > N4P_MAX_BUF)
+        return "its ring size is out of range";
+    n4p_seg_hdr want;
+    memset(&want, 0, sizeof want);
+    if (!layout(&want, h->nranks, h->slot_bytes, h->ring_bytes) ||
+        want.off_ranks != h->off_ranks || want.off_rings != h->off_rings ||
+        want.off_coll != h->off_coll || want.off_data != h->off_data ||
+        want.total_bytes != h->total_bytes)
+        return "its offsets do not match its sizes";
+    if (h->total_bytes != file_size)
+        return "its size does not match its header";
+    return NULL;
+}
+
+/* A private copy of the fields of a mapped header (not the atomics). */
+static uint64_t copy_header(n4p_seg_hdr *dst, const void *base)
+{
+    const n4p_seg_hdr *src = base;
+    memset(dst, 0, sizeof *dst);
+    uint64_t ready = atomic_load_explicit(&((n4p_seg_hdr *)base)->ready, memory_order_acquire);
+    dst->nranks = src->nranks;
+    dst->creator_pid = src->creator_pid;
+    dst->creator_start = src->creator_start;
+    dst->pidns = src->pidns;
+    dst->total_bytes = src->total_bytes;
+    dst->slot_bytes = src->slot_bytes;
+    dst->ring_bytes = src->ring_bytes;
+    dst->off_ranks = src->off_ranks;
+    dst->off_rings = src->off_rings;
+    dst->off_coll = src->off_coll;
+    dst->off_data = src->off_data;
+    return ready;
+}
+
+/* Point `s` into the mapping, from a validated copy of its header. */
+static void bind_seg(n4p_seg *s, void *base, size_t size, const n4p_seg_hdr *valid)
 {
     s->base = base;
     s->size = size;
+    s->slot_bytes = (size_t)valid->slot_bytes;
+    s->ring_bytes = (size_t)valid->ring_bytes;
     s->hdr = (n4p_seg_hdr *)base;
-    s->ranks = (n4p_rank_ctl *)((char *)base + s->hdr->off_ranks);
-    s->rings = (n4p_ring_ctl *)((char *)base + s->hdr->off_rings);
-    s->coll = (char *)base + s->hdr->off_coll;
-    s->data = (char *)base + s->hdr->off_data;
+    s->ranks = (n4p_rank_ctl *)((char *)base + valid->off_ranks);
+    s->rings = (n4p_ring_ctl *)((char *)base + valid->off_rings);
+    s->coll = (char *)base + valid->off_coll;
+    s->data = (char *)base + valid->off_data;
 }
 
-static void sleep_ms(long ms)
+/* --------------------------------------------------------- stale names -- */
+
+#define SWEEP_PERIOD 10 /* seconds between two sweeps of one process */
+
+static bool is_segment_name(const char *name)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    size_t p = sizeof N4P_SHM_PREFIX - 1;
+    if (strncmp(name, N4P_SHM_PREFIX, p) != 0 || strlen(name) != p + 2 * (size_t)N4P_ID_NAME_LEN)
+        return false;
+    for (const char *c = name + p; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+            return false;
+    return true;
 }
 
-static bool past(double deadline)
+/* Is the segment open on fd a name nobody needs any more: every rank has
+ * attached, or every process that attached is gone?  Only segments of this
+ * user and PID namespace with a valid header are judged. */
+static bool stale(int fd, uint64_t pidns)
 {
-    return deadline > 0 && n4p_now() > deadline;
+    struct stat st;
+    n4p_seg_hdr h;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+        return false;
+    uint64_t ready;
+    memcpy(&ready, &h, sizeof ready);
+    if (header_problem(&h, ready, (uint64_t)st.st_size) != NULL || h.pidns != pidns)
+        return false;
+    int32_t joined;
+    memcpy(&joined, (char *)&h + offsetof(n4p_seg_hdr, joined), sizeof joined);
+    if (joined >= h.nranks)
+        return true;
+    for (int r = 0; r < h.nranks; r++) {
+        n4p_rank_ctl c;
+        off_t at = (off_t)(h.off_ranks + (uint64_t)r * sizeof c);
+        if (pread(fd, &c, sizeof c, at) != (ssize_t)sizeof c)
+            return false;
+        int32_t state;
+        memcpy(&state, (char *)&c + offsetof(n4p_rank_ctl, state), sizeof state);
+        if ((state < 0 && !n4p_process_gone((int32_t)(-(int64_t)state), 0)) ||
+            (state == N4P_RANK_JOINED && !n4p_process_gone(c.pid, c.starttime)))
+            return false;
+    }
+    return true;
 }
+
+/* Remove the names of segments whose jobs died before every rank attached
+ * (a SIGKILL cannot be caught, so nobody else removes them).  Runs when a
+ * rank creates a segment, at most every SWEEP_PERIOD seconds per process. */
+static void sweep_stale(void)
+{
+    static _Atomic long long last;
+    long long now = (long long)n4p_now() + 1;
+    long long prev = atomic_load(&last);
+    if ((prev != 0 && now - prev < SWEEP_PERIOD) ||
+        !atomic_compare_exchange_strong(&last, &prev, now))
+        return;
+    uint64_t ns = pid_namespace();
+    DIR *d = ns != 0 ? opendir(N4P_SHM_DIR) : NULL;
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_segment_name(e->d_name))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+            continue;
+        if (stale(fd, ns))
+            unlinkat(dirfd(d), e->d_name, 0);
+        close(fd);
+    }
+    closedir(d);
+}
+
+/* ------------------------------------------------------ attach / detach -- */
 
 void n4p_seg_unlink(ncclComm_t comm)
 {
     if (comm->shm_name[0] != '\0') {
-        shm_unlink(comm->shm_name);
+        unlink(comm->shm_name);
         comm->shm_name[0] = '\0';
     }
 }
 
-/* Open or create the segment named by `id`, map it and claim our rank. */
+/* Record a failure that concerns every rank in the header (a rank that
+ * could not join), so that the others fail at once instead of waiting. */
+static void poison_header(n4p_seg_hdr *h, ncclResult_t rc, const char *msg)
+{
+    int32_t zero = 0;
+    if (atomic_compare_exchange_strong(&h->err_claim, &zero, 1)) {
+        h->errcode = (int32_t)rc;
+        snprintf(h->errmsg, sizeof h->errmsg, "%s", msg);
+        zero = 0;
+        atomic_compare_exchange_strong(&h->poison, &zero, N4P_POISON_HDR);
+    }
+    atomic_fetch_add(&h->wake, 1);
+    syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Claim our rank in a mapped, validated segment. */
+static bool claim_rank(ncclComm_t comm)
+{
+    n4p_rank_ctl *me = &comm->seg.ranks[comm->rank];
+    int32_t expected = N4P_RANK_EMPTY;
+    if (!atomic_compare_exchange_strong(&me->state, &expected, N4P_RANK_CLAIMING(getpid())))
+        return false;
+    me->pid = (int32_t)getpid();
+    me->starttime = n4p_proc_starttime(getpid(), NULL);
+    atomic_store_explicit(&me->state, N4P_RANK_JOINED, memory_order_release);
+    return true;
+}
+
+static ncclResult_t map_fail(ncclComm_t comm, void *base, size_t size, ncclResult_t rc)
+{
+    if (base != NULL && base != MAP_FAILED)
+        munmap(base, size);
+    memset(&comm->seg, 0, sizeof comm->seg);
+    return rc;
+}
+
+/* Create the segment as an unnamed file, lay it out, claim our rank, then
+ * give it its name: a name never refers to a half-made segment.  *raced is
+ * set when another rank named its segment first (then join that one). */
+static ncclResult_t seg_create(ncclComm_t comm, bool *raced)
+{
+    const int n = comm->nranks;
+    n4p_seg_hdr h;
+    uint64_t slot, ring;
+    memset(&h, 0, sizeof h);
+    choose_sizes(n, &comm->env, &slot, &ring);
+    if (!layout(&h, n, slot, ring))
+        return n4p_fail(comm, ncclInvalidArgument,
+                        "a segment for %d ranks with %llu-byte slots and %llu-byte rings "
+                        "would exceed %llu bytes; lower NCCL4PY_HOST_SLOT_BYTES or "
+                        "NCCL4PY_HOST_RING_BYTES",
+                        n, (unsigned long long)slot, (unsigned long long)ring,
+                        (unsigned long long)N4P_MAX_SEGMENT);
+    sweep_stale();
+    int fd = open(N4P_SHM_DIR, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return n4p_fail(comm, ncclSystemError,
+                        "cannot create an unnamed file in " N4P_SHM_DIR " (O_TMPFILE): %s",
+                        strerror(errno));
+    const size_t size = (size_t)h.total_bytes;
+    void *base = MAP_FAILED;
+    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)size) != 0 ||
+        (base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return n4p_fail(comm, ncclSystemError,
+                        "cannot make a %zu-byte shared memory segment in " N4P_SHM_DIR ": %s",
+                        size, strerror(e));
+    }
+    n4p_seg_hdr *sh = base;
+    h.creator_pid = (int32_t)getpid();
+    h.creator_start = n4p_proc_starttime(getpid(), NULL);
+    h.pidns = pid_namespace();
+    memcpy((void *)sh, &h, sizeof h);
+    bind_seg(&comm->seg, base, size, &h);
+    claim_rank(comm);
+    atomic_store(&sh->joined, 1);
+    atomic_store_explicit(&sh->ready, N4P_SEG_MAGIC, memory_order_release);
+    int rc = 0;
+    if (n > 1) {
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        rc = linkat(AT_FDCWD, proc, AT_FDCWD, comm->shm_name, AT_SYMLINK_FOLLOW);
+        if (rc != 0 && errno == ENOENT) /* no /proc: needs CAP_DAC_READ_SEARCH */
+            rc = linkat(fd, "", AT_FDCWD, comm->shm_name, AT_EMPTY_PATH);
+    }
+    int e = errno;
+    close(fd);
+    if (rc == 0) {
+        if (n == 1)
+            comm->shm_name[0] = '\0'; /* never named */
+        return ncclSuccess;
+    }
+    map_fail(comm, base, size, ncclSuccess);
+    if (e == EEXIST) {
+        *raced = true;
+        return ncclSuccess;
+    }
+    ncclResult_t failed = n4p_fail(comm, ncclSystemError,
+                                   "cannot name the shared memory segment %s: %s",
+                                   comm->shm_name, strerror(e));
+    comm->shm_name[0] = '\0';
+    return failed;
+}
+
+/* Join the segment open on fd, after checking that it can be trusted. */
+static ncclResult_t seg_join(ncclComm_t comm, int fd, const char *name)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return n4p_fail(comm, ncclSystemError, "fstat of %s failed: %s", name,
+                        strerror(errno));
+    comm->shm_name[0] = '\0'; /* not ours to remove until it proves valid */
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0600)
+        return n4p_fail(comm, ncclSystemError,
+                        "refusing shared memory %s: %s (owned by uid %d, mode %04o); a "
+                        "segment must be a file owned by this user (uid %d) with mode 0600",
+                        name, !S_ISREG(st.st_mode) ? "not a regular file"
+                              : st.st_uid != geteuid() ? "another user's file"
+                                                       : "its permissions are not 0600",
+                        (int)st.st_uid, (unsigned)(st.st_mode & 07777), (int)geteuid());
+    const size_t size = (size_t)st.st_size;
+    void *base = size >= sizeof(n4p_seg_hdr)
+                     ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                     : MAP_FAILED;
+    if (base == MAP_FAILED && size >= sizeof(n4p_seg_hdr))
+        return n4p_fail(comm, ncclSystemError, "mmap of %s failed: %s", name, strerror(errno));
+    n4p_seg_hdr h;
+    uint64_t ready = base != MAP_FAILED ? copy_header(&h, base) : 0;
+    const char *bad = header_problem(&h, ready, (uint64_t)size);
+    if (bad != NULL) {
+        map_fail(comm, base, size, ncclSuccess);
+        return n4p_fail(comm, ncclSystemError,
+                        "%s is not a valid nccl4py shared memory segment: %s", name, bad);
+    }
+    n4p_seg_hdr *sh = base;
+    char msg[N4P_ERRLEN];
+    ncclResult_t rc = ncclSuccess;
+    if (h.nranks != comm->nranks) {
+        snprintf(msg, sizeof msg,
+                 "nranks mismatch: rank %d (pid %d) passed nranks %d, the communicator was "
+                 "created with %d",
+                 comm->rank, (int)getpid(), comm->nranks, h.nranks);
+        rc = ncclInvalidUsage;
+    } else if (h.pidns != 0 && pid_namespace() != 0 && h.pidns != pid_namespace()) {
+        snprintf(msg, sizeof msg,
+                 "rank %d (pid %d) is in another PID namespace than the rank that created "
+                 "the communicator; all ranks must share one",
+                 comm->rank, (int)getpid());
+        rc = ncclInvalidUsage;
+    } else {
+        bind_seg(&comm->seg, base, size, &h);
+        if (!claim_rank(comm)) {
+            snprintf(msg, sizeof msg, "rank %d joined the communicator twice", comm->rank);
+            rc = ncclInvalidUsage;
+        }
+    }
+    snprintf(comm->shm_name, sizeof comm->shm_name, "%s", name);
+    if (rc != ncclSuccess) {
+        /* the job cannot complete: tell the others now, remove the name */
+        poison_header(sh, rc, msg);
+        n4p_seg_unlink(comm);
+        map_fail(comm, base, size, ncclSuccess);
+        return n4p_fail(comm, rc, "%s", msg);
+    }
+    if (atomic_fetch_add(&sh->joined, 1) + 1 >= comm->nranks)
+        n4p_seg_unlink(comm); /* the set is complete: the name is not needed */
+    n4p_notify(comm);
+    return ncclSuccess;
+}
+
+/* Create or join the segment named by `id` and claim our rank. */
 ncclResult_t n4p_seg_attach(ncclComm_t comm, const ncclUniqueId *id)
 {
     const unsigned char *raw = (const unsigned char *)id->internal;
     char *w = comm->shm_name;
-    w += sprintf(w, "/nccl4py-");
+    w += sprintf(w, N4P_SHM_DIR "/" N4P_SHM_PREFIX);
     for (int i = 0; i < N4P_ID_NAME_LEN; i++)
         w += sprintf(w, "%02x", raw[N4P_ID_NAME_OFF + i]);
     memcpy(comm->secret, raw + N4P_ID_SECRET_OFF, N4P_ID_SECRET_LEN);
+    char name[N4P_SHM_NAME_MAX];
+    memcpy(name, comm->shm_name, sizeof name);
 
     const int n = comm->nranks;
-    if (n > MAX_RANKS)
+    if (n > N4P_MAX_RANKS)
         return n4p_fail(comm, ncclInvalidArgument,
-                        "nranks %d exceeds the host backend limit of %d", n,
-                        MAX_RANKS);
-    const double deadline = comm->timeout > 0 ? n4p_now() + comm->timeout : 0;
-    void *base = MAP_FAILED;
-    size_t size = 0;
-    for (;;) {
-        int fd = shm_open(comm->shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-                          0600);
+                        "nranks %d exceeds the host backend limit of %d", n, N4P_MAX_RANKS);
+    for (int tries = 0; tries < 1000; tries++) {
+        memcpy(comm->shm_name, name, sizeof name);
+        int fd = n > 1 ? open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC) : -1;
         if (fd >= 0) {
-            n4p_seg_hdr tmp;
-            memset(&tmp, 0, sizeof tmp);
-            layout(&tmp, n);
-            size = tmp.total_bytes;
-            if (ftruncate(fd, (off_t)size) != 0) {
-                int e = errno;
-                close(fd);
-                shm_unlink(comm->shm_name);
-                return n4p_fail(comm, ncclSystemError,
-                                "cannot size shared memory %s to %zu bytes: %s",
-                                comm->shm_name, size, strerror(e));
-            }
-            base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            ncclResult_t rc = seg_join(comm, fd, name);
             close(fd);
-            if (base == MAP_FAILED) {
-                int e = errno;
-                shm_unlink(comm->shm_name);
-                return n4p_fail(comm, ncclSystemError, "mmap of %s failed: %s",
-                                comm->shm_name, strerror(e));
-            }
-            n4p_seg_hdr *h = (n4p_seg_hdr *)base;
-            tmp.ready = 0;
-            memcpy((void *)h, &tmp, sizeof tmp);
-            atomic_store_explicit(&h->ready, N4P_SEG_MAGIC, memory_order_release);
-            break;
+            return rc;
         }
-        if (errno != EEXIST)
-            return n4p_fail(comm, ncclSystemError,
-                            "cannot create shared memory %s: %s", comm->shm_name,
-                            strerror(errno));
-        fd = shm_open(comm->shm_name, O_RDWR | O_CLOEXEC, 0);
-        if (fd < 0) {
-            if (errno == ENOENT)
-                continue; /* unlinked in between: try to create it again */
-            return n4p_fail(comm, ncclSystemError,
-                            "cannot open shared memory %s: %s", comm->shm_name,
+        if (n > 1 && errno != ENOENT) {
+            comm->shm_name[0] = '\0';
+            return n4p_fail(comm, ncclSystemError, "cannot open shared memory %s: %s", name,
                             strerror(errno));
         }
-        struct stat st;
-        for (;;) {
-            if (fstat(fd, &st) != 0) {
-                int e = errno;
-                close(fd);
-                return n4p_fail(comm, ncclSystemError, "fstat of %s failed: %s",
-                                comm->shm_name, strerror(e));
-            }
-            if (st.st_size > 0)
-                break;
-            if (past(deadline)) {
-                close(fd);
-                shm_unlink(comm->shm_name);
-                return n4p_fail(comm, ncclTimeout,
-                                "timed out waiting for shared memory %s to be "
-                                "initialised by another rank",
-                                comm->shm_name);
-            }
-            sleep_ms(1);
-        }
-        size = (size_t)st.st_size;
-        base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-        if (base == MAP_FAILED)
-            return n4p_fail(comm, ncclSystemError, "mmap of %s failed: %s",
-                            comm->shm_name, strerror(errno));
-        n4p_seg_hdr *h = (n4p_seg_hdr *)base;
-        while (atomic_load_explicit(&h->ready, memory_order_acquire) !=
-               N4P_SEG_MAGIC) {
-            if (past(deadline)) {
-                munmap(base, size);
-                shm_unlink(comm->shm_name);
-                return n4p_fail(comm, ncclTimeout,
-                                "timed out waiting for shared memory %s to be "
-                                "initialised by another rank",
-                                comm->shm_name);
-            }
-            sleep_ms(1);
-        }
-        if (h->nranks != n || h->total_bytes != size) {
-            int other = h->nranks;
-            munmap(base, size);
-            comm->shm_name[0] = '\0'; /* the segment belongs to the others */
-            return n4p_fail(comm, ncclInvalidUsage,
-                            "nranks mismatch: this rank passed %d, the "
-                            "communicator was created with %d",
-                            n, other);
-        }
-        break;
+        bool raced = false;
+        ncclResult_t rc = seg_create(comm, &raced);
+        if (!raced)
+            return rc;
     }
-
-    bind_seg(&comm->seg, base, size);
-    n4p_rank_ctl *me = &comm->seg.ranks[comm->rank];
-    int expected = N4P_RANK_EMPTY;
-    if (!atomic_compare_exchange_strong(&me->state, &expected, 3)) {
-        munmap(base, size);
-        memset(&comm->seg, 0, sizeof comm->seg);
-        comm->shm_name[0] = '\0';
-        return n4p_fail(comm, ncclInvalidUsage,
-                        "rank %d joined the communicator twice", comm->rank);
-    }
-    me->pid = (int32_t)getpid();
-    me->starttime = n4p_proc_starttime(getpid(), NULL);
-    atomic_store_explicit(&me->state, N4P_RANK_JOINED, memory_order_release);
-    int joined = atomic_fetch_add(&comm->seg.hdr->joined, 1) + 1;
-    if (joined == n)
-        n4p_seg_unlink(comm);
-    n4p_notify(comm);
-    return ncclSuccess;
+    comm->shm_name[0] = '\0';
+    return n4p_fail(comm, ncclSystemError,
+                    "could not create or join shared memory %s: it kept appearing and "
+                    "disappearing",
+                    name);
 }
 
 void n4p_seg_detach(ncclComm_t comm)

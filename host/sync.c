@@ -19,6 +19,20 @@
  * every other rank's next wait then fails at once with the same code and a
  * message naming the reporting rank.  So a dead or missing rank becomes an
  * error everywhere instead of a hang.
+ *
+ * Interrupts.  The library runs inside Python with the GIL released, so it
+ * cannot raise KeyboardInterrupt itself.  Instead the extension installs a
+ * check (nccl4pyHostSetInterruptCheck) that runs the pending Python signal
+ * handlers; a waiter calls it every CHECK_PERIOD and at once when a signal
+ * cut its futex sleep short (EINTR).  When a handler raised, the wait is
+ * abandoned: the communicator fails (ncclSystemError), the segment is
+ * poisoned so that the peers fail at once, and the extension finds the
+ * raised exception pending when the call returns.  The threads that run one
+ * group share a cancel flag, so the whole group stops.
+ *
+ * Reports.  A wait blocked for NCCL4PY_HOST_WAIT_REPORT seconds (10 by
+ * default) prints one line naming the ranks it waits for and the operation,
+ * again after 3x and 9x that time, and so on.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
@@ -26,7 +40,6 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,19 +82,47 @@ double n4p_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-double n4p_env_timeout(void)
+/* ---------------------------------------------------------- interrupts -- */
+
+typedef int (*check_fn)(void);
+static _Atomic(check_fn) interrupt_check;
+static _Thread_local _Atomic int *tl_cancel; /* shared by the threads of a group */
+static _Thread_local bool tl_helper;         /* a thread started by group.c */
+
+/* Installed by the Python extension: called on the thread that entered the
+ * library while it waits (every CHECK_PERIOD, and at once when a signal
+ * interrupted its sleep); nonzero abandons the wait.  Never called on the
+ * library's own helper threads. */
+N4P_EXPORT void nccl4pyHostSetInterruptCheck(int (*check)(void));
+N4P_EXPORT void nccl4pyHostSetInterruptCheck(int (*check)(void))
 {
-    const char *s = getenv("NCCL4PY_HOST_TIMEOUT");
-    if (s == NULL || *s == '\0')
-        return 300.0;
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (end == s || v != v)
-        return 300.0;
-    if (v <= 0 || v > 1e12)
-        return 0; /* wait forever (failure detection still works) */
-    return v;
+    atomic_store(&interrupt_check, check);
 }
+
+void n4p_set_cancel_flag(_Atomic int *flag, bool helper)
+{
+    tl_cancel = flag;
+    tl_helper = helper;
+}
+
+bool n4p_interrupted(void)
+{
+    if (tl_cancel != NULL && atomic_load_explicit(tl_cancel, memory_order_relaxed))
+        return true;
+    check_fn f = atomic_load_explicit(&interrupt_check, memory_order_acquire);
+    if (tl_helper || f == NULL || f() == 0)
+        return false;
+    if (tl_cancel != NULL)
+        atomic_store(tl_cancel, 1); /* the other threads of the group stop too */
+    return true;
+}
+
+static bool cancelled(void)
+{
+    return tl_cancel != NULL && atomic_load_explicit(tl_cancel, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------- waiting -- */
 
 void n4p_notify(ncclComm_t comm)
 {
@@ -96,15 +137,27 @@ void n4p_notify(ncclComm_t comm)
     }
 }
 
-static void futex_sleep(ncclComm_t comm, uint32_t seen, double seconds)
+/* Wake every waiter of the segment unconditionally (abort, cancel). */
+void n4p_wake_all(ncclComm_t comm)
+{
+    n4p_seg_hdr *h = comm->seg.hdr;
+    if (h == NULL)
+        return;
+    atomic_fetch_add(&h->wake, 1);
+    syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Sleep until woken or `seconds` pass; true if a signal interrupted it. */
+static bool futex_sleep(ncclComm_t comm, uint32_t seen, double seconds)
 {
     if (seconds <= 0)
-        return;
+        return false;
     struct timespec ts;
     ts.tv_sec = (time_t)seconds;
     ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
-    syscall(SYS_futex, (uint32_t *)&comm->seg.hdr->wake, FUTEX_WAIT, seen, &ts,
-            NULL, 0);
+    return syscall(SYS_futex, (uint32_t *)&comm->seg.hdr->wake, FUTEX_WAIT, seen, &ts,
+                   NULL, 0) != 0 &&
+           errno == EINTR;
 }
 
 void n4p_poison(ncclComm_t comm, ncclResult_t rc)
@@ -120,40 +173,39 @@ void n4p_poison(ncclComm_t comm, ncclResult_t rc)
     n4p_notify(comm);
 }
 
+/* A result code read from shared memory, as one this library returns. */
+static ncclResult_t remote_code(int32_t code)
+{
+    if (code <= ncclSuccess || code == ncclInProgress || code > ncclTimeout)
+        return ncclRemoteError;
+    return (ncclResult_t)code;
+}
+
 ncclResult_t n4p_check_poison(ncclComm_t comm)
 {
-    int p = atomic_load_explicit(&comm->seg.hdr->poison, memory_order_acquire);
+    n4p_seg_hdr *h = comm->seg.hdr;
+    int p = atomic_load_explicit(&h->poison, memory_order_acquire);
     if (p == 0)
         return ncclSuccess;
+    const char *op = comm->cur_op ? comm->cur_op : "operation";
+    if (p == N4P_POISON_HDR) {
+        n4p_set_error(comm, "%s failed: %.400s", op, h->errmsg);
+        return n4p_comm_failed(comm, remote_code(h->errcode));
+    }
     int who = p - 1;
     if (who == comm->rank) {
         int e = atomic_load(&comm->error);
         return e != ncclSuccess ? (ncclResult_t)e : ncclRemoteError;
     }
+    if (who < 0 || who >= comm->nranks) {
+        n4p_set_error(comm, "%s failed: the shared memory segment is corrupt (poison %d)",
+                      op, p);
+        return n4p_comm_failed(comm, ncclInternalError);
+    }
     n4p_rank_ctl *r = &comm->seg.ranks[who];
-    ncclResult_t rc = (ncclResult_t)r->errcode;
-    if (rc == ncclSuccess)
-        rc = ncclRemoteError;
-    n4p_set_error(comm, "%s failed because rank %d reported an error: %.300s",
-                  comm->cur_op ? comm->cur_op : "operation", who, r->errmsg);
-    return n4p_comm_failed(comm, rc);
-}
-
-/* Is the process behind `r` gone? */
-static bool rank_dead(const n4p_rank_ctl *r)
-{
-    pid_t pid = (pid_t)r->pid;
-    if (pid <= 0 || pid == getpid())
-        return false;
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return true;
-    char state = '?';
-    uint64_t st = n4p_proc_starttime(pid, &state);
-    if (st == 0)
-        return n4p_proc_starttime(getpid(), NULL) != 0; /* no /proc: alive */
-    if (state == 'Z' || state == 'X')
-        return true;
-    return r->starttime > 1 && st > 1 && st != r->starttime;
+    n4p_set_error(comm, "%s failed because rank %d reported an error: %.300s", op, who,
+                  r->errmsg);
+    return n4p_comm_failed(comm, remote_code(r->errcode));
 }
 
 static ncclResult_t check_one(ncclComm_t comm, int p, const char *what)
@@ -166,7 +218,7 @@ static ncclResult_t check_one(ncclComm_t comm, int p, const char *what)
                         "rank %d destroyed or aborted the communicator while "
                         "this rank waited for it in %s (%s)",
                         p, op, what);
-    if (state == N4P_RANK_JOINED && rank_dead(r))
+    if (state == N4P_RANK_JOINED && n4p_process_gone(r->pid, r->starttime))
         return n4p_fail(comm, ncclRemoteError,
                         "rank %d (pid %d) exited or was killed while this rank "
                         "waited for it in %s (%s)",
@@ -193,30 +245,90 @@ static ncclResult_t wait_failed(ncclComm_t comm, ncclResult_t rc)
     return rc;
 }
 
-ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
-                      const char *what)
+/* A signal handler raised (Ctrl-C): the communicator is left failed, and
+ * the peers learn it through the poison instead of waiting for us. */
+static ncclResult_t wait_interrupted(ncclComm_t comm, const n4p_waitfor *w)
 {
-    if (pred(ctx))
+    n4p_set_error(comm,
+                  "%s was interrupted while waiting (%s); the communicator is no longer "
+                  "usable: destroy or abort it",
+                  comm->cur_op ? comm->cur_op : "operation", w->what);
+    n4p_comm_failed(comm, ncclSystemError);
+    n4p_poison(comm, ncclRemoteError);
+    return ncclSystemError;
+}
+
+/* The ranks a wait is for, as "2,3" (shortened when long); their number. */
+static int missing_ranks(ncclComm_t comm, const n4p_waitfor *w, char *buf, size_t size)
+{
+    size_t len = 0;
+    int count = 0, shown = 0;
+    buf[0] = '\0';
+    for (int p = 0; p < comm->nranks && w->missing != NULL; p++) {
+        if (p == comm->rank || !w->missing(w->ctx, p))
+            continue;
+        count++;
+        if (len + 24 < size) {
+            len += (size_t)snprintf(buf + len, size - len, "%s%d", shown ? "," : "", p);
+            shown++;
+        }
+    }
+    if (count > shown)
+        snprintf(buf + len, size - len, " and %d more", count - shown);
+    return count;
+}
+
+/* "nccl4py host: rank 0 of 4 waiting 10 s for ranks 2,3 in ncclAllReduce #5 (comm 0x...)" */
+static void report_wait(ncclComm_t comm, const n4p_waitfor *w, double after)
+{
+    char list[200], seq[32] = "", secs[32];
+    int count = missing_ranks(comm, w, list, sizeof list);
+    if (comm->opseq > 0)
+        snprintf(seq, sizeof seq, " #%llu", (unsigned long long)comm->opseq);
+    snprintf(secs, sizeof secs, after >= 10 ? "%.0f" : "%g", after);
+    n4p_say("rank %d of %d waiting %s s%s%s in %s%s (comm %p)", comm->rank, comm->nranks,
+            secs, count == 0 ? "" : count == 1 ? " for rank " : " for ranks ", list,
+            comm->cur_op ? comm->cur_op : "an operation", seq, (void *)comm);
+}
+
+static ncclResult_t wait_timed_out(ncclComm_t comm, const n4p_waitfor *w)
+{
+    char list[200];
+    int count = missing_ranks(comm, w, list, sizeof list);
+    n4p_set_error(comm,
+                  "timed out after %.3g s in %s (%s%s%s%s); set NCCL4PY_HOST_TIMEOUT to "
+                  "change the limit",
+                  comm->env.timeout, comm->cur_op ? comm->cur_op : "operation", w->what,
+                  count ? "; missing: rank" : "", count > 1 ? "s " : count ? " " : "", list);
+    return wait_failed(comm, ncclTimeout);
+}
+
+ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w)
+{
+    if (w->done(w->ctx))
         return ncclSuccess;
     n4p_seg_hdr *h = comm->seg.hdr;
     const double start = n4p_now();
     /* spinning only pays when every rank has a CPU of its own */
     const double spin_seconds = comm->nranks <= online_cpus() ? SPIN_SECONDS : 0;
-    const double deadline = comm->timeout > 0 ? start + comm->timeout : 0;
+    const double deadline = comm->env.timeout > 0 ? start + comm->env.timeout : 0;
+    const char *op = comm->cur_op ? comm->cur_op : "operation";
+    double report_after = comm->env.wait_report;
     double last_check = start;
     for (unsigned iter = 0;; iter++) {
-        if (pred(ctx))
+        if (w->done(w->ctx))
             return ncclSuccess;
         if (atomic_load_explicit(&comm->aborted, memory_order_relaxed)) {
-            n4p_set_error(comm, "the communicator was aborted while %s waited",
-                          comm->cur_op ? comm->cur_op : "an operation");
+            n4p_set_error(comm, "the communicator was aborted while %s waited", op);
             return n4p_comm_failed(comm, ncclInvalidUsage);
         }
         if (atomic_load_explicit(&h->poison, memory_order_relaxed) != 0) {
-            if (pred(ctx))
+            if (w->done(w->ctx))
                 return ncclSuccess;
             return n4p_check_poison(comm);
         }
+        if (cancelled())
+            return wait_interrupted(comm, w);
         if (iter % SPIN_ITERS != 0) {
             cpu_relax();
             continue;
@@ -231,33 +343,24 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
             iter += SPIN_ITERS - 1; /* one clock read per yield */
             continue;
         }
-        if (peer != N4P_NO_PEER_CHECK && now - last_check >= CHECK_PERIOD) {
+        if (now - last_check >= CHECK_PERIOD) {
+            /* also without a peer to check: the nap below is measured from
+             * here, so a wait keeps sleeping in 100 ms naps */
             last_check = now;
-            ncclResult_t rc = n4p_check_peer(comm, peer, what);
-            if (rc != ncclSuccess) {
-                if (pred(ctx))
-                    return ncclSuccess;
-                return wait_failed(comm, rc);
+            if (n4p_interrupted()) /* even when done: the caller must fail */
+                return wait_interrupted(comm, w);
+            if (w->peer != N4P_NO_PEER_CHECK) {
+                ncclResult_t rc = n4p_check_peer(comm, w->peer, w->what);
+                if (rc != ncclSuccess)
+                    return w->done(w->ctx) ? ncclSuccess : wait_failed(comm, rc);
+            }
+            if (report_after > 0 && now - start >= report_after) {
+                report_wait(comm, w, report_after);
+                report_after *= 3;
             }
         }
-        if (deadline > 0 && now > deadline) {
-            if (pred(ctx))
-                return ncclSuccess;
-            if (peer >= 0)
-                n4p_set_error(comm,
-                              "timed out after %.3g s in %s waiting for rank "
-                              "%d (%s); set NCCL4PY_HOST_TIMEOUT to change the "
-                              "limit",
-                              comm->timeout, comm->cur_op ? comm->cur_op : "operation",
-                              peer, what);
-            else
-                n4p_set_error(comm,
-                              "timed out after %.3g s in %s (%s); set "
-                              "NCCL4PY_HOST_TIMEOUT to change the limit",
-                              comm->timeout, comm->cur_op ? comm->cur_op : "operation",
-                              what);
-            return wait_failed(comm, ncclTimeout);
-        }
+        if (deadline > 0 && now > deadline)
+            return w->done(w->ctx) ? ncclSuccess : wait_timed_out(comm, w);
         double nap = CHECK_PERIOD - (now - last_check);
         if (deadline > 0 && deadline - now < nap)
             nap = deadline - now;
@@ -265,9 +368,9 @@ ncclResult_t n4p_wait(ncclComm_t comm, n4p_pred pred, void *ctx, int peer,
             nap = 1e-4;
         uint32_t seen = atomic_load(&h->wake);
         atomic_fetch_add(&h->sleepers, 1);
-        if (!pred(ctx) && atomic_load(&h->poison) == 0 &&
-            !atomic_load(&comm->aborted))
-            futex_sleep(comm, seen, nap);
+        if (!w->done(w->ctx) && atomic_load(&h->poison) == 0 &&
+            !atomic_load(&comm->aborted) && !cancelled() && futex_sleep(comm, seen, nap))
+            last_check = now - CHECK_PERIOD; /* a signal: ask about it at once */
         atomic_fetch_sub(&h->sleepers, 1);
     }
 }
@@ -285,6 +388,13 @@ static bool seq_reached(void *p)
                                 memory_order_acquire) >= c->target;
 }
 
+static bool seq_missing(void *p, int rank)
+{
+    seq_ctx *c = p;
+    return atomic_load_explicit(&c->comm->seg.ranks[rank].seq, memory_order_acquire) <
+           c->target;
+}
+
 /* Arrive at the next barrier and wait for every rank to arrive there. */
 ncclResult_t n4p_barrier(ncclComm_t comm)
 {
@@ -292,11 +402,12 @@ ncclResult_t n4p_barrier(ncclComm_t comm)
     atomic_store(&comm->seg.ranks[comm->rank].seq, e);
     n4p_notify(comm);
     seq_ctx c = {comm, 0, e};
+    n4p_waitfor w = {seq_reached, seq_missing, &c, 0, "barrier"};
     for (int k = 0; k < comm->nranks; k++) {
         if (k == comm->rank)
             continue;
-        c.peer = k;
-        ncclResult_t rc = n4p_wait(comm, seq_reached, &c, k, "barrier");
+        c.peer = w.peer = k;
+        ncclResult_t rc = n4p_wait(comm, &w);
         if (rc != ncclSuccess)
             return rc;
     }
@@ -310,30 +421,27 @@ static bool all_joined(void *p)
            comm->nranks;
 }
 
+static bool not_joined(void *p, int rank)
+{
+    ncclComm_t comm = p;
+    int s = atomic_load_explicit(&comm->seg.ranks[rank].state, memory_order_acquire);
+    return s == N4P_RANK_EMPTY || s < 0;
+}
+
 ncclResult_t n4p_wait_joined(ncclComm_t comm)
 {
-    ncclResult_t rc = ncclSuccess;
-    if (!all_joined(comm)) {
-        rc = n4p_wait(comm, all_joined, comm, -1, "waiting for all ranks to join");
-        if (rc == ncclTimeout) {
-            char missing[256] = "";
-            size_t len = 0;
-            for (int p = 0; p < comm->nranks && len < sizeof missing - 16; p++)
-                if (atomic_load(&comm->seg.ranks[p].state) == N4P_RANK_EMPTY)
-                    len += (size_t)snprintf(missing + len, sizeof missing - len,
-                                            "%s%d", len ? ", " : "", p);
-            n4p_set_error(comm,
-                          "timed out after %.3g s waiting for ranks to join the "
-                          "communicator (missing: %s); set NCCL4PY_HOST_TIMEOUT "
-                          "to change the limit",
-                          comm->timeout, missing);
-        }
-    }
-    if (rc != ncclSuccess) {
-        n4p_seg_unlink(comm);
+    n4p_waitfor w = {all_joined, not_joined, comm, -1, "waiting for the ranks to join"};
+    ncclResult_t rc = n4p_wait(comm, &w);
+    n4p_seg_unlink(comm); /* complete or failed: the name is not needed */
+    if (rc != ncclSuccess)
         return rc;
-    }
     comm->joined_all = true;
-    comm->shm_name[0] = '\0'; /* unlinked by the last rank to attach */
+    n4p_log(N4P_LOG_INFO, comm, "comm %p rank %d nRanks %d - Init COMPLETE", (void *)comm,
+            comm->rank, comm->nranks);
+    n4p_log(N4P_LOG_INFO, comm,
+            "comm %p rank %d nRanks %d host backend: segment %zu bytes, slot %zu bytes, "
+            "ring %zu bytes, timeout %g s",
+            (void *)comm, comm->rank, comm->nranks, comm->seg.size, comm->seg.slot_bytes,
+            comm->seg.ring_bytes, comm->env.timeout);
     return ncclSuccess;
 }

@@ -7,11 +7,19 @@
  * the fork, runs collectives on them and compares against results computed
  * here with an independent reference (rounding done with libm, values
  * decoded with ldexp).  Every child has an alarm, and the parent kills
- * children that outlive a deadline, so the suite cannot hang.
+ * children that outlive a deadline, so the suite cannot hang.  The alarms
+ * only guard against a hang of the test itself (the library's own timeout
+ * turns a missing rank into an error in seconds), so they are generous, and
+ * longer under the sanitizers, which may run on a busy machine.
+ *
+ * /dev/shm is shared with other jobs: the leftover checks look only at the
+ * segments that this test's processes created (the creator's pid is in the
+ * header).
  */
 #include <dirent.h>
 #include <pthread.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,6 +34,14 @@
 
 #include "nccl_api.h"
 #include "gen/api_table.h"
+#include "internal.h" /* the segment header, to recognise our segments and forge bad ones */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SLOWDOWN 5
+#else
+#define SLOWDOWN 1
+#endif
+#define RANK_ALARM (200 * SLOWDOWN) /* seconds for one rank's part of a test */
 
 #define DECL(name) extern __typeof__(*(name##_fn)0) name;
 DECL(ncclGetVersion)
@@ -385,15 +401,55 @@ static int check_elem(int dt, int op, int n, const void *buf, size_t i, int seed
 
 typedef void (*rank_fn)(ncclComm_t comm, int rank, int n, void *arg);
 
+/* Processes this test started (ranks create segments, splits included). */
+static pid_t our_pids[4096];
+static int n_our_pids;
+
+static bool ours(pid_t pid)
+{
+    if (pid == getpid())
+        return true;
+    for (int i = 0; i < n_our_pids; i++)
+        if (our_pids[i] == pid)
+            return true;
+    return false;
+}
+
+static void remember_pid(pid_t pid)
+{
+    if (n_our_pids < (int)(sizeof our_pids / sizeof our_pids[0]))
+        our_pids[n_our_pids++] = pid;
+}
+
+/* The pid that created the segment /dev/shm/<name>, or 0. */
+static pid_t segment_creator(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/dev/shm/%s", name);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n4p_seg_hdr h;
+    ssize_t got = pread(fd, &h, sizeof h, 0);
+    close(fd);
+    uint64_t magic;
+    memcpy(&magic, &h, sizeof magic);
+    return got == (ssize_t)sizeof h && magic == N4P_SEG_MAGIC ? (pid_t)h.creator_pid : 0;
+}
+
 static void shm_leftovers(const char *when)
 {
     DIR *d = opendir("/dev/shm");
     if (d == NULL)
         return;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        CHECK(strncmp(e->d_name, "nccl4py-", 8) != 0, "%s: /dev/shm/%s left behind",
-              when, e->d_name);
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "nccl4py-", 8) != 0)
+            continue;
+        pid_t creator = segment_creator(e->d_name);
+        CHECK(creator == 0 || !ours(creator), "%s: /dev/shm/%s (made by pid %d) left behind",
+              when, e->d_name, (int)creator);
+    }
     closedir(d);
 }
 
@@ -408,7 +464,7 @@ static void run_ranks(const char *name, int n, rank_fn fn, void *arg, bool noini
     for (int r = 0; r < n; r++) {
         pid_t pid = fork();
         if (pid == 0) {
-            alarm(120);
+            alarm(RANK_ALARM);
             failures = 0;
             ncclComm_t comm = NULL;
             if (!noinit) {
@@ -429,8 +485,9 @@ static void run_ranks(const char *name, int n, rank_fn fn, void *arg, bool noini
             _exit(failures ? 1 : 0);
         }
         pids[r] = pid;
+        remember_pid(pid);
     }
-    double deadline = (double)time(NULL) + 150;
+    double deadline = (double)time(NULL) + RANK_ALARM + 30;
     int left = n;
     while (left > 0) {
         int status;
@@ -1047,6 +1104,112 @@ static void t_init_all(void)
     shm_leftovers("init_all");
 }
 
+/* ------------------------------------------------- untrusted segments -- */
+
+/* A joining rank must refuse, with a clear error and without crashing, a
+ * segment whose header was tampered with; damage found after joining (a
+ * corrupt poison word or ring) is an error too.  Each forgery changes one
+ * header field of a real segment (made by rank 0, which then waits) before
+ * rank 1 opens it, or one word after both joined. */
+typedef struct {
+    const char *what;
+    size_t offset, size; /* header field */
+    uint64_t value;
+    const char *expect; /* in rank 1's error */
+} forgery;
+
+#define HDR(f) offsetof(n4p_seg_hdr, f), sizeof(((n4p_seg_hdr *)0)->f)
+static const forgery forgeries[] = {
+    {"off_ranks", HDR(off_ranks), 1ull << 40, "not a valid nccl4py shared memory segment"},
+    {"off_data", HDR(off_data), 4096, "offsets do not match"},
+    {"slot_bytes", HDR(slot_bytes), 1ull << 62, "slot size is out of range"},
+    {"ring_bytes", HDR(ring_bytes), 8, "ring size is out of range"},
+    {"total_bytes", HDR(total_bytes), 1ull << 20, "not a valid"},
+    {"nranks", HDR(nranks), 5000, "rank count is out of range"},
+    {"magic", HDR(ready), 0x1234, "no header"},
+    {"poison", 0, 0, INT32_MAX, "corrupt"}, /* after joining */
+    {"ring", 0, 0, 1ull << 40, "corrupt"},   /* after joining */
+};
+
+static void segment_path(const ncclUniqueId *id, char *path, size_t len)
+{
+    size_t n = (size_t)snprintf(path, len, "/dev/shm/nccl4py-");
+    for (int i = 0; i < N4P_ID_NAME_LEN; i++)
+        n += (size_t)snprintf(path + n, len - n, "%02x",
+                              (unsigned char)id->internal[N4P_ID_NAME_OFF + i]);
+}
+
+static void forged_rank(const forgery *f, const ncclUniqueId *id, int rank)
+{
+    alarm(RANK_ALARM);
+    failures = 0;
+    ncclComm_t c = NULL;
+    float x[4] = {1, 2, 3, 4};
+    ncclResult_t rc = ncclCommInitRank(&c, 2, *id, rank);
+    bool later = f->size == 0;
+    if (rank == 0) { /* the creator: take part in what follows, whatever happens */
+        usleep(300000); /* let rank 1 be the one that waits */
+        if (rc == ncclSuccess && strcmp(f->what, "ring") == 0)
+            ncclRecv(x, 4, ncclFloat32, 1, c, NULL);
+        else if (rc == ncclSuccess)
+            ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, NULL);
+        _exit(0);
+    }
+    if (later) {
+        CHECK(rc == ncclSuccess, "%s: join -> %d (%s)", f->what, (int)rc, ncclGetLastError(NULL));
+        if (rc != ncclSuccess)
+            _exit(1);
+        if (strcmp(f->what, "poison") == 0) {
+            atomic_store(&c->seg.hdr->poison, (int32_t)f->value);
+            rc = ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, NULL);
+        } else { /* the receiver's head far beyond what was written */
+            atomic_store(&c->seg.rings[1 * 2 + 0].head, f->value);
+            rc = ncclSend(x, 4, ncclFloat32, 0, c, NULL);
+        }
+    }
+    const char *msg = ncclGetLastError(c);
+    CHECK(rc != ncclSuccess && strstr(msg, f->expect) != NULL, "%s: rank 1 got %d (%s)",
+          f->what, (int)rc, msg);
+    if (c != NULL)
+        ncclCommAbort(c);
+    _exit(failures ? 1 : 0);
+}
+
+static void t_forged(const forgery *f)
+{
+    ncclUniqueId id;
+    char path[128];
+    OK(ncclGetUniqueId(&id));
+    segment_path(&id, path, sizeof path);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pids[2];
+    for (int r = 0; r < 2; r++) {
+        if (r == 1 && f->size != 0) { /* forge the waiting creator's segment */
+            for (int i = 0; i < 20000 && access(path, F_OK) != 0; i++)
+                usleep(1000);
+            int fd = open(path, O_RDWR | O_CLOEXEC);
+            CHECK(fd >= 0, "%s: no segment to forge", f->what);
+            if (fd >= 0) {
+                CHECK(pwrite(fd, &f->value, f->size, (off_t)f->offset) == (ssize_t)f->size,
+                      "pwrite");
+                close(fd);
+            }
+        }
+        pids[r] = fork();
+        if (pids[r] == 0)
+            forged_rank(f, &id, r);
+        remember_pid(pids[r]);
+    }
+    int status = 0;
+    waitpid(pids[1], &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: rank 1 failed (status 0x%x)",
+          f->what, status);
+    kill(pids[0], SIGKILL);
+    waitpid(pids[0], &status, 0);
+    unlink(path); /* a forged segment is nobody's to collect */
+}
+
 static int selected(int argc, char **argv, const char *name)
 {
     if (argc < 2)
@@ -1065,7 +1228,7 @@ static void header(const char *name, int n)
 
 int main(int argc, char **argv)
 {
-    alarm(900);
+    alarm(8 * RANK_ALARM);
     setenv("NCCL4PY_HOST_TIMEOUT", "20", 0);
     if (selected(argc, argv, "allreduce"))
         for (int n = 1; n <= 4; n++) {
@@ -1136,6 +1299,12 @@ int main(int argc, char **argv)
         run_ranks("missing_rank", 3, t_missing_rank, &a, true);
         setenv("NCCL4PY_HOST_TIMEOUT", "20", 1);
     }
+    if (selected(argc, argv, "forged"))
+        for (size_t i = 0; i < sizeof forgeries / sizeof forgeries[0]; i++) {
+            header("forged", 2);
+            printf("  %s\n", forgeries[i].what);
+            t_forged(&forgeries[i]);
+        }
     shm_leftovers("end");
     printf("%s (%d failures)\n", failures ? "FAILED" : "OK", failures);
     return failures ? 1 : 0;

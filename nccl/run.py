@@ -28,7 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m nccl.run`` (and the ``nccl4py-run`` script).
 
     Returns the exit status: 0 when every rank succeeded, the first failing
-    rank's status otherwise, 124 on ``--timeout``, 2 for usage errors.
+    rank's status otherwise, 124 on ``--timeout``, 128+N after the launcher
+    received signal N (passed on to every rank), 2 for usage errors and for
+    an ``-n`` over the machine's limits.  Processes the ranks leave running
+    are stopped at the end.  See docs/launcher.md.
     """
     from nccl._launch.launcher import main as launcher_main
 

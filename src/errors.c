@@ -27,6 +27,8 @@ n4p_init_errors(PyObject *Py_UNUSED(mod), n4p_state *st)
 PyObject *
 n4p_raise_status(PyObject *mod, ncclResult_t status)
 {
+    if (PyErr_Occurred()) /* a signal handler raised while the call waited */
+        return NULL;
     n4p_state *st = n4p_get_state(mod);
     PyObject *exc = PyObject_CallFunction(st->nccl_error, "i", (int)status);
     if (exc != NULL) {

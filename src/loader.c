@@ -186,6 +186,31 @@ raise_not_found(PyObject *mod, PyObject *decision, PyObject *attempts)
     return -1;
 }
 
+/* The host backend waits for its peers with the GIL released and cannot
+ * raise KeyboardInterrupt itself: while it waits it calls this (on the
+ * waiting thread, about every 100 ms and as soon as a signal arrives), which
+ * runs the pending Python signal handlers.  Nonzero when one raised (and as
+ * long as that exception is pending): the backend then abandons the wait
+ * and fails the call, and the exception the handler raised is what the
+ * caller gets (see n4p_raise_status). */
+static int
+host_interrupt_check(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    if (Py_IsFinalizing())
+#else
+    if (_Py_IsFinalizing())
+#endif
+        return 0;
+    if (PyGILState_GetThisThreadState() == NULL) /* not a Python thread */
+        return 0;
+    PyGILState_STATE g = PyGILState_Ensure();
+    /* a pending exception can only be one a handler raised during this call */
+    int raised = PyErr_Occurred() != NULL || PyErr_CheckSignals() < 0;
+    PyGILState_Release(g);
+    return raised;
+}
+
 /* Called with the GIL held and g_lock held. */
 static int
 load_locked(PyObject *mod)
@@ -213,6 +238,12 @@ load_locked(PyObject *mod)
     Py_END_ALLOW_THREADS
     g_handle = handle;
     n4p_library_kind = library_kind(handle, g_path);
+    if (n4p_library_kind == N4P_LIB_HOST) {
+        void (*set_check)(int (*)(void));
+        *(void **)&set_check = dlsym(handle, "nccl4pyHostSetInterruptCheck");
+        if (set_check != NULL)
+            set_check(host_interrupt_check);
+    }
     atomic_store_explicit(&n4p_loaded, 1, memory_order_release);
     return 0;
 }

@@ -2,7 +2,9 @@
 
 The test process itself runs on the *recording stub* library (built here from
 the API table; test infrastructure, never a real backend): NCCL_LIBRARY is
-pointed at it before anything loads a library.  Tests that need another
+pointed at it before anything loads a library.  The ranks of
+``@pytest.mark.nccl`` tests (the nccl.testing plugin) run on the backend the
+plugin chose (the host backend).  Tests that need another
 library (the real NCCL, loader-order stubs, the host backend) run it in a
 subprocess.  Set NCCL4PY_TEST_LIBRARY to run the process on another library
 instead (e.g. the host backend under mpirun).
@@ -21,6 +23,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# @pytest.mark.nccl tests need the plugin also where nccl4py is not installed
+# (a source tree on PYTHONPATH, as tools/sanitize.sh runs it).
+pytest_plugins = ["nccl.testing"]
 
 _STUB_DIR = Path(tempfile.mkdtemp(prefix="nccl4py-test-stubs-"))
 
@@ -53,7 +59,9 @@ def build_stub(name: str, *, noop: bool = False, omit: tuple[str, ...] = (),
 
 
 RECORDING_STUB = None
-if not os.environ.get("NCCL4PY_TEST_LIBRARY"):
+if os.environ.get("NCCL4PY_TESTING_RANK") is not None:
+    pass  # a rank of a @pytest.mark.nccl test: the plugin chose the backend
+elif not os.environ.get("NCCL4PY_TEST_LIBRARY"):
     RECORDING_STUB = build_stub("librecording_stub.so", host_memory=True)
     os.environ["NCCL_LIBRARY"] = str(RECORDING_STUB)
 else:
@@ -120,9 +128,33 @@ def clean_env(**overrides: str | None) -> dict[str, str]:
     return env
 
 
+def alive(pid: int) -> bool:
+    """Whether process *pid* exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); treat it as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
 def run_python(code: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+@pytest.fixture
+def check():
+    """A refdata.Checker: collects every mismatch; end the test with check.assert_ok()."""
+    from refdata import Checker
+
+    return Checker()
 
 
 @pytest.fixture(scope="session")

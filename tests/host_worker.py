@@ -1,11 +1,11 @@
-"""One rank of the host-backend collective tests (run by tests/test_host_*.py
-through ``python -m nccl.run``).
+"""The host-backend collective suites through nccl.bindings, for one rank:
+run by tests/test_host_collectives.py (after ``bind``), or as a program
+that prints one JSON line {"rank", "cases", "failures"} (test_host_mpi.py):
 
-    python -m nccl.run -n N --backend host tests/host_worker.py SUITE [SUITE...]
+    mpiexec -n N python tests/host_worker.py SUITE [SUITE...]
 
 Every rank builds every rank's input from a seed, so each rank computes the
-expected results itself with NumPy / ml_dtypes, independently of the
-library.  Prints one JSON line: {"rank", "cases", "failures"}.
+expected results itself with NumPy / ml_dtypes, independently of the library.
 """
 from __future__ import annotations
 
@@ -19,12 +19,17 @@ import nccl.bindings as b
 import nccl.run
 from refdata import BIG, COUNTS, NP, OPS, Checker, D, inputs, reduce_ref
 
-env = nccl.run.environment()
-RANK, N = env.rank, env.nranks
-COMM = b.comm_init_rank(N, env.unique_id, RANK)
+COMM, RANK, N = 0, 0, 1
 CHECK = Checker()
 failures = CHECK.failures
 check = CHECK.check
+
+
+def bind(comm: int, rank: int, nranks: int, checker: Checker) -> None:
+    """Run the suites below on communicator handle *comm*, recording in *checker*."""
+    global COMM, RANK, N, CHECK, failures, check
+    COMM, RANK, N, CHECK = comm, rank, nranks, checker
+    failures, check = checker.failures, checker.check
 
 
 def ptr(a: np.ndarray) -> int:
@@ -323,12 +328,16 @@ SUITES = {
     "rccl": suite_rccl,
 }
 
-for name in sys.argv[1:]:
-    try:
-        SUITES[name]()
-    except Exception as e:  # report, don't hide: the parent test fails on it
-        failures.append(f"{name}: {type(e).__name__}: {e}")
-b.comm_destroy(COMM)
-# one write per line: ranks share the output pipe
-os.write(1, (json.dumps({"rank": RANK, "cases": CHECK.cases, "failures": failures[:20],
-                         "nfailures": len(failures)}) + "\n").encode())
+if __name__ == "__main__":
+    env = nccl.run.environment()
+    bind(b.comm_init_rank(env.nranks, env.unique_id, env.rank), env.rank, env.nranks,
+         Checker())
+    for name in sys.argv[1:]:
+        try:
+            SUITES[name]()
+        except Exception as e:  # report, don't hide: the parent test fails on it
+            failures.append(f"{name}: {type(e).__name__}: {e}")
+    b.comm_destroy(COMM)
+    # one write per line: ranks share the output pipe
+    os.write(1, (json.dumps({"rank": RANK, "cases": CHECK.cases, "failures": failures[:20],
+                             "nfailures": len(failures)}) + "\n").encode())

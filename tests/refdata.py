@@ -87,6 +87,12 @@ class Checker:
             self.failures.append(f"{name}: first mismatch at {i}: got {got[i]!r}, expected "
                                  f"{exp[i]!r} ({int((~ok).sum())} of {ok.size} differ)")
 
+    def assert_ok(self) -> None:
+        """Fail with every mismatch found (at most 20 shown), or if nothing was checked."""
+        assert self.cases > 0, "no check ran"
+        assert not self.failures, (f"{len(self.failures)} of {self.cases} checks failed:\n"
+                                   + "\n".join(self.failures[:20]))
+
     def expect_invalid(self, name: str, fn, fragment: str) -> None:
         """fn() must raise NcclInvalid whose message contains fragment."""
         from nccl._errors import NcclInvalid

@@ -9,8 +9,10 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
+import nccl.bindings as b
 from conftest import clean_env, run_python
 from test_host_collectives import host_available
 
@@ -34,67 +36,44 @@ def test_selected_by_env_and_reported():
     assert p2.stdout.strip() == j["library"]["path"]
 
 
-COMM_INIT_ALL = r"""
-import numpy as np, nccl.bindings as b
-comms = b.comm_init_all(3, [0, 1, 2])
-assert [b.comm_user_rank(c) for c in comms] == [0, 1, 2]
-assert all(b.comm_count(c) == 3 for c in comms)
-ins = [np.arange(10, dtype=np.float32) * (r + 1) for r in range(3)]
-outs = [np.zeros(10, np.float32) for _ in range(3)]
-b.group_start()
-for r, c in enumerate(comms):
-    b.all_reduce(ins[r].ctypes.data, outs[r].ctypes.data, 10, int(b.DataType.Float32),
-                 int(b.RedOp.Sum), c, 0)
-b.group_end()
-for o in outs:
-    assert (o == np.arange(10, dtype=np.float32) * 6).all(), o
-for c in comms:
-    b.comm_destroy(c)
-print("ok")
-"""
-
-
+@pytest.mark.nccl(nranks=1)
 def test_comm_init_all_three_ranks_in_one_process():
-    p = run_python(COMM_INIT_ALL, host_env(NCCL4PY_HOST_TIMEOUT="30"), timeout=60)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == "ok"
+    comms = b.comm_init_all(3, [0, 1, 2])
+    assert [b.comm_user_rank(c) for c in comms] == [0, 1, 2]
+    assert all(b.comm_count(c) == 3 for c in comms)
+    ins = [np.arange(10, dtype=np.float32) * (r + 1) for r in range(3)]
+    outs = [np.zeros(10, np.float32) for _ in range(3)]
+    b.group_start()
+    for r, c in enumerate(comms):
+        b.all_reduce(ins[r].ctypes.data, outs[r].ctypes.data, 10, int(b.DataType.Float32),
+                     int(b.RedOp.Sum), c, 0)
+    b.group_end()
+    for o in outs:
+        assert (o == np.arange(10, dtype=np.float32) * 6).all(), o
+    for c in comms:
+        b.comm_destroy(c)
 
 
-BAD_ARGS = r"""
-import numpy as np, nccl.bindings as b
-uid = b.get_unique_id()
-comm = b.comm_init_rank(1, uid, 0)
-a = np.zeros(4, np.float32)
-def status(fn):
-    try:
-        fn()
-    except b.NCCLError as e:
-        return [e.status, str(e)]
-    return None
-out = {
-  "null_comm": status(lambda: b.all_reduce(a.ctypes.data, a.ctypes.data, 4, 7, 0, 0, 0)),
-  "bad_dtype": status(lambda: b.all_reduce(a.ctypes.data, a.ctypes.data, 4, 99, 0, comm, 0)),
-  "bad_op": status(lambda: b.all_reduce(a.ctypes.data, a.ctypes.data, 4, 7, 77, comm, 0)),
-  "bad_root": status(lambda: b.broadcast(a.ctypes.data, a.ctypes.data, 4, 7, 5, comm, 0)),
-  "bad_peer": status(lambda: b.send(a.ctypes.data, 4, 7, 3, comm, 0)),
-  "null_buf": status(lambda: b.all_reduce(0, a.ctypes.data, 4, 7, 0, comm, 0)),
-  "bad_rank": status(lambda: b.comm_init_rank(2, b.get_unique_id(), 2)),
-  "bad_nranks": status(lambda: b.comm_init_rank(0, b.get_unique_id(), 0)),
-}
-b.comm_destroy(comm)
-import json; print(json.dumps(out))
-"""
-
-
+@pytest.mark.nccl(nranks=1)
 def test_bad_arguments_give_invalid_argument_with_a_message():
-    p = run_python(BAD_ARGS, host_env(NCCL4PY_HOST_TIMEOUT="10"), timeout=60)
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
-    for case, res in out.items():
-        assert res is not None, case
-        status, msg = res
-        assert status in (4, 5), (case, res)
-        assert "[last error: " in msg, (case, msg)
+    handle = b.comm_init_rank(1, b.get_unique_id(), 0)
+    a = np.zeros(4, np.float32)
+    cases = {
+        "null_comm": lambda: b.all_reduce(a.ctypes.data, a.ctypes.data, 4, 7, 0, 0, 0),
+        "bad_dtype": lambda: b.all_reduce(a.ctypes.data, a.ctypes.data, 4, 99, 0, handle, 0),
+        "bad_op": lambda: b.all_reduce(a.ctypes.data, a.ctypes.data, 4, 7, 77, handle, 0),
+        "bad_root": lambda: b.broadcast(a.ctypes.data, a.ctypes.data, 4, 7, 5, handle, 0),
+        "bad_peer": lambda: b.send(a.ctypes.data, 4, 7, 3, handle, 0),
+        "null_buf": lambda: b.all_reduce(0, a.ctypes.data, 4, 7, 0, handle, 0),
+        "bad_rank": lambda: b.comm_init_rank(2, b.get_unique_id(), 2),
+        "bad_nranks": lambda: b.comm_init_rank(0, b.get_unique_id(), 0),
+    }
+    for case, call in cases.items():
+        with pytest.raises(b.NCCLError) as err:
+            call()
+        assert err.value.status in (4, 5), (case, err.value.status, str(err.value))
+        assert "[last error: " in str(err.value), (case, str(err.value))
+    b.comm_destroy(handle)
 
 
 def _shm_names():

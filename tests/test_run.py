@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import alive as _alive
+
 try:
     import nccl.run  # noqa: F401
 except ImportError:  # not installed: use the checkout
@@ -92,21 +94,6 @@ def script(tmp_path: Path, body: str, name: str = "prog.py") -> Path:
     path.write_text("import os, sys, time, json, signal\n"
                     "RANK = int(os.environ['NCCL4PY_RANK'])\n" + textwrap.dedent(body))
     return path
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie still answers kill(0); treat it as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _wait_for(predicate, timeout: float = 10.0) -> bool:
@@ -348,10 +335,13 @@ def test_second_signal_kills(tmp_path, run_env):
         time.sleep(0.2)
         assert proc.poll() is None  # the ranks ignore the first one
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=RUN_TIMEOUT) == 128 + signal.SIGKILL
+        # the status names the signal the launcher received, not how the ranks ended
+        assert proc.wait(timeout=RUN_TIMEOUT) == 128 + signal.SIGTERM
     finally:
         if proc.poll() is None:
             proc.kill()
+    err.seek(0)
+    assert "received SIGTERM again; killing the ranks" in err.read()
     assert all(_wait_for(lambda: not _alive(pid), 5) for pid in _pids(tmp_path))
 
 
@@ -728,3 +718,252 @@ def test_environment_slurm(clean_env, fixed_id):
     clean_env.delenv("SLURM_NTASKS")
     with pytest.raises(ValueError, match="SLURM_NTASKS is not set"):
         environment(exchange_id=False)
+
+
+# ------------------------------------------------------------------ limits
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-n", "1025", "--backend", "host"], "more than the host backend supports (1024 ranks)"),
+    (["-n", "9", "--backend", "host"], "pass --oversubscribe"),
+])
+def test_nranks_is_checked_before_anything_starts(monkeypatch, capsys, args, message):
+    started = []
+    monkeypatch.setattr(launcher.Launcher, "run", lambda self: started.append(self.nranks) or 0)
+    monkeypatch.setattr(os, "environ", {uniqueid.FAKE_ID_ENV: "1"})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert nccl.run.main([*args, __file__]) == 2
+    assert message in capsys.readouterr().err
+    assert started == []
+
+
+def test_oversubscribe_gives_consent(monkeypatch):
+    started = []
+    monkeypatch.setattr(launcher.Launcher, "run", lambda self: started.append(self.nranks) or 0)
+    monkeypatch.setattr(os, "environ", {uniqueid.FAKE_ID_ENV: "1"})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert nccl.run.main(["-n", "9", "--oversubscribe", "--backend", "host", __file__]) == 0
+    assert started == [9]
+
+
+def test_nranks_limit_rules():
+    from nccl._launch.limits import check_nranks
+
+    ok = dict(host_max=1024, cpus=2, nproc=None)
+    assert check_nranks(8, host=True, oversubscribe=False, **ok) is None
+    assert "--oversubscribe" in check_nranks(9, host=True, oversubscribe=False, **ok)
+    assert check_nranks(9, host=True, oversubscribe=True, **ok) is None
+    assert check_nranks(1025, host=False, oversubscribe=True, **ok) is None  # NCCL: no host cap
+    assert "1024 ranks" in check_nranks(1025, host=True, oversubscribe=True, **ok)
+    msg = check_nranks(50, host=False, oversubscribe=True, host_max=None, cpus=64, nproc=100,
+                       running=60)
+    assert "RLIMIT_NPROC 100, 60 already running" in msg
+    assert check_nranks(40, host=False, oversubscribe=True, cpus=64, nproc=100, running=60) is None
+
+
+def test_huge_nranks_starts_nothing(tmp_path, run_env):
+    prog = script(tmp_path, "open(f'started.{RANK}', 'w').close()\n")
+    start = time.monotonic()
+    res = run_launcher(run_env, "-n", 100000, "--backend", "host", prog, cwd=tmp_path)
+    assert res.returncode == 2
+    assert "nccl.run: error: -n 100000 is more than the host backend supports" in res.stderr
+    assert not list(tmp_path.glob("started.*"))
+    assert time.monotonic() - start < RUN_TIMEOUT
+
+
+# ---------------------------------------------------------- bounded output
+
+HUGE_LINE = """
+def hwm():
+    with open(f"/proc/{os.getppid()}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+before = hwm()
+chunk = b"x" * (1 << 20)
+for _ in range(200):
+    os.write(1, chunk)
+with open("hwm.json", "w") as f:
+    json.dump([before, hwm()], f)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc")
+@pytest.mark.parametrize("tag", [False, True])
+def test_a_huge_line_keeps_the_launcher_small(tmp_path, run_env, tag):
+    prog = script(tmp_path, HUGE_LINE)
+    proc = subprocess.Popen(_launch_cmd("-n", 1, *(["-t"] if tag else []), "--backend", "host",
+                                        prog), env=run_env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    total, lines, tail = 0, 0, b""
+    try:
+        while True:
+            data = proc.stdout.read(1 << 20)
+            if not data:
+                break
+            total += len(data)
+            lines += data.count(b"\n")
+            tail = (tail + data)[-16:]
+            body = data.replace(b"[0]: ", b"").replace(b"\n", b"") if tag else data.rstrip(b"\n")
+            assert body.strip(b"x") == b"", body[:80]
+        assert proc.wait(timeout=RUN_TIMEOUT) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+        proc.stderr.close()
+    before, after = json.loads((tmp_path / "hwm.json").read_text())
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):  # ASan's quarantine holds freed memory
+        assert after - before < 16 * 1024, (before, after)  # kB: bounded, not 200 MiB
+    assert tail.endswith(b"x\n")
+    if tag:  # pieces of at most 64 KiB, each its own tagged line
+        assert lines == 200 * 16
+        assert total == 200 * (1 << 20) + lines * len(b"[0]: \n")
+    else:
+        assert total == 200 * (1 << 20) + 1 and lines == 1
+
+
+def test_output_splitter():
+    s = launcher._Splitter(b"[1]: ", limit=8)
+    assert s.feed(b"ab") == b""                       # an unfinished short line waits
+    assert s.feed(b"c\r10%\r") == b"[1]: abc\r[1]: 10%\r"
+    assert s.feed(b"\nx\r") == b"\n[1]: x\r"        # "\r\n" split across reads
+    assert s.feed(b"\n") == b"\n"
+    assert s.feed(b"0123456789") == b"[1]: 01234567\n"  # long: pieces of at most 8
+    assert s.finish() == b"[1]: 89\n"
+    plain = launcher._Splitter(b"", limit=4)
+    assert plain.feed(b"abcdef") == b"abcd"
+    assert plain.feed(b"gh") == b"efgh"
+    assert plain.finish() == b"\n"                     # the open line is ended
+    assert plain.feed(b"ok\n") == b"ok\n" and plain.finish() == b""
+
+
+@pytest.mark.parametrize("tag", [False, True])
+def test_carriage_return_lines_are_not_held_back(tmp_path, run_env, tag):
+    prog = script(tmp_path, """
+sys.stdout.write("step 1\\r")
+sys.stdout.flush()
+for _ in range(400):
+    if os.path.exists("go"):
+        break
+    time.sleep(0.05)
+print("done")
+""")
+    proc = subprocess.Popen(_launch_cmd("-n", 1, *(["-t"] if tag else []), "--backend", "host",
+                                        prog), env=run_env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    expected = b"[0]: step 1\r" if tag else b"step 1\r"
+    seen = b""
+    try:
+        os.set_blocking(proc.stdout.fileno(), False)
+        end = time.monotonic() + 10
+        while expected not in seen and time.monotonic() < end:
+            try:
+                seen += os.read(proc.stdout.fileno(), 4096)
+            except BlockingIOError:
+                time.sleep(0.02)
+        assert expected in seen, seen
+    finally:
+        (tmp_path / "go").touch()
+        proc.wait(timeout=RUN_TIMEOUT)
+        os.set_blocking(proc.stdout.fileno(), True)
+        seen += proc.stdout.read()
+        proc.stdout.close()
+    assert seen == expected + (b"[0]: done\n" if tag else b"done\n")
+
+
+# ------------------------------------------------------------------ cleanup
+
+GRANDCHILD = """
+import subprocess
+kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], {redirect})
+with open(f"kid.{{RANK}}.tmp", "w") as f:
+    f.write(str(kid.pid))
+os.replace(f"kid.{{RANK}}.tmp", f"kid.{{RANK}}")
+"""
+
+
+@pytest.mark.parametrize("redirect", ["stdout=subprocess.DEVNULL", "stdin=subprocess.DEVNULL"])
+@pytest.mark.parametrize("fail", [False, True])
+def test_processes_left_by_ranks_are_stopped(tmp_path, run_env, redirect, fail):
+    prog = script(tmp_path, GRANDCHILD.format(redirect=redirect) + """
+if RANK == 1:
+    for _ in range(600):  # rank 0 has started its child too
+        if os.path.exists("kid.0"):
+            break
+        time.sleep(0.05)
+    sys.exit(3 if FAIL else 0)
+time.sleep(60 if FAIL else 0)
+""".replace("FAIL", str(fail)))
+    start = time.monotonic()
+    res = run_launcher(run_env, "-n", 2, "--backend", "host", prog, cwd=tmp_path)
+    kids = [int(p.read_text()) for p in tmp_path.glob("kid.[0-9]")]
+    try:
+        assert res.returncode == (3 if fail else 0), res.stderr
+        assert len(kids) == 2
+        assert all(_wait_for(lambda: not _alive(pid), 5) for pid in kids)
+        assert time.monotonic() - start < RUN_TIMEOUT
+    finally:
+        for pid in kids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(ppid, []).append(int(name))
+    found, todo = set(), [pid]
+    while todo:
+        for kid in children.get(todo.pop(), []):
+            if kid not in found:
+                found.add(kid)
+                todo.append(kid)
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_bench_forwards_signals_to_the_whole_job(tmp_path, run_env, sig):
+    env = dict(run_env)
+    env.pop(uniqueid.FAKE_ID_ENV, None)
+    out = open(tmp_path / "bench.out", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "nccl.bench", "all_reduce", "--nranks", "2",
+                             "--backend", "host", "-b", "8", "-e", "64M", "-f", "2", "-n",
+                             "10000", "-w", "0", "-c", "0"], env=env, stdin=subprocess.DEVNULL,
+                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    job: set[int] = set()
+
+    def ranks_running():
+        job.update(_descendants(proc.pid))
+        ranks = [p for p in job if _alive(p) and "--worker" in _cmdline(p)
+                 and "nccl.run" not in _cmdline(p)]
+        out.seek(0)  # the first result row: both ranks are inside the benchmark
+        return len(ranks) == 2 and re.search(r"^ +8 +2 +float", out.read(), re.M)
+
+    try:
+        assert _wait_for(ranks_running, 2 * RUN_TIMEOUT), "the ranks did not start"
+        proc.send_signal(sig)
+        status = proc.wait(timeout=RUN_TIMEOUT)
+        assert all(_wait_for(lambda: not _alive(pid), 10) for pid in job), job
+    finally:
+        for pid in [proc.pid, *job]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
+    out.seek(0)
+    text = out.read()
+    assert status == 128 + sig, text
+    assert "Traceback" not in text, text
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -22,12 +22,12 @@ from conftest import ROOT, cc, clean_env
 SUBSET = [
     "tests/test_marshal.py", "tests/test_bad_input.py", "tests/test_buffer_resolution.py",
     "tests/test_stream_resolution.py", "tests/test_core_calls.py", "tests/test_faults.py",
-    "tests/test_host_collectives.py::test_allreduce_every_dtype_and_op[2]",
-    "tests/test_host_collectives.py::test_reduce_and_reduce_scatter[2]",
-    "tests/test_host_collectives.py::test_data_movement[2]",
-    "tests/test_host_collectives.py::test_groups_p2p_split_shrink_premulsum_rccl[2]",
-    "tests/test_core_multirank.py::test_reductions_every_dtype_and_op[2]",
-    "tests/test_core_multirank.py::test_groups_lifecycle_specs_errors[2]",
+    *(f"tests/test_host_collectives.py::{name}[2ranks]" for name in (
+        "test_allreduce_every_dtype_and_op", "test_reduce_and_reduce_scatter",
+        "test_data_movement", "test_groups_p2p_split_shrink_premulsum_rccl")),
+    *(f"tests/test_core_multirank.py::{name}[2ranks]" for name in (
+        "test_reductions_every_dtype_and_op", "test_p2p_and_groups", "test_lifecycle",
+        "test_specs", "test_errors", "test_torch")),
 ]
 
 

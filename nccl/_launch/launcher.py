@@ -1,9 +1,13 @@
 """``python -m nccl.run``: start N ranks of a Python program on this machine.
 
-The parent makes one unique id with the selected library and hands it, with
-the rank layout, to every rank through environment variables.  It then
-supervises the ranks: it forwards SIGINT/SIGTERM/SIGHUP, stops the survivors
-when one rank fails, optionally prefixes their output, and enforces a timeout.
+The parent checks ``-n`` against the machine's limits, makes one unique id
+with the selected library and hands it, with the rank layout, to every rank
+through environment variables.  It then supervises the ranks: it forwards
+SIGINT/SIGTERM/SIGHUP, stops the survivors when one rank fails, forwards
+their output in bounded pieces (optionally prefixed), and enforces a timeout.
+Each rank runs in its own session; when every rank has exited, whatever is
+left in a rank's process group (processes the rank started) is stopped, as
+mpiexec does.  See docs/launcher.md.
 """
 
 from __future__ import annotations
@@ -12,19 +16,20 @@ import argparse
 import glob
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 
-from nccl._launch import uniqueid
+from nccl._launch import forward, limits, procgroup, uniqueid
 
 PROG = "python -m nccl.run"
 TIMEOUT_EXIT = 124
 GRACE_SECONDS = 3.0      # between SIGTERM and SIGKILL when stopping ranks
+CHUNK_BYTES = 64 * 1024  # output is forwarded in pieces of at most this size
 _KILL_WAIT_SECONDS = 5.0  # after SIGKILL, before giving up on a rank
-_FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP")
 
 # Options that take a separate value; used to find where the program starts.
 _VALUE_OPTIONS = frozenset({"-n", "-np", "--nranks", "--backend", "--timeout"})
@@ -49,15 +54,35 @@ backends:
   nccl  NCCL4PY_PLATFORM=cuda (the loader finds libnccl; NCCL_LIBRARY is kept)
   rccl  NCCL4PY_PLATFORM=rocm (the loader finds librccl; NCCL_LIBRARY is kept)
 
+limits:
+  -n is checked before anything starts: at most 1024 ranks on the host
+  backend, within RLIMIT_NPROC, and at most 4 ranks per CPU (or 8) unless
+  --oversubscribe is given.
+
+output:
+  rank output is forwarded as it arrives, a line at a time: a line ending in
+  a newline or a carriage return (progress lines) is passed on at once, and
+  a longer line than 64 KiB is passed on in 64 KiB pieces (with -t each
+  piece is its own tagged line), so the launcher's memory stays small.
+
 exit status:
   0 when every rank exits 0.  When a rank fails, the others are stopped
   (SIGTERM, then SIGKILL after 3 s) and the status is that of the first rank
   that failed (128+N for a rank killed by signal N).  124 after --timeout,
-  1 when the unique id cannot be created, 2 for usage errors.
+  128+N after the launcher received signal N (130 for Ctrl-C, 143 for
+  SIGTERM), 1 when the unique id cannot be created, 2 for usage errors.
 
 signals:
-  SIGINT, SIGTERM and SIGHUP are forwarded to the ranks; a second one kills
-  them.  Only rank 0 reads the launcher's stdin."""
+  SIGINT, SIGTERM and SIGHUP are forwarded to the ranks and to the processes
+  they started; a second one kills them.  Only rank 0 reads the launcher's
+  stdin.
+
+cleanup:
+  each rank runs in its own session and process group.  When every rank has
+  exited (successfully or not), processes left in those groups (started by a
+  rank and still running) get SIGTERM, then SIGKILL after 1 s, as mpiexec
+  does.  A process that moved to a session of its own (setsid, daemons) is
+  out of reach."""
 
 
 # ----------------------------------------------------------------- arguments
@@ -100,6 +125,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         "stderr stay separate; lines are never mixed)")
     parser.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
                         help="stop all ranks after SECONDS and exit with status 124")
+    parser.add_argument("--oversubscribe", action="store_true",
+                        help="allow more than 4 ranks per CPU (see limits below)")
     # Shown in the help; the command itself is split off before parsing.
     parser.add_argument("-m", dest="module", metavar="MODULE",
                         help="run library module MODULE as a script, like python -m")
@@ -177,8 +204,9 @@ def select_backend(choice: str, environ, dev: str = "/dev") -> str:
     return "host"
 
 
-def rank_environment(base, rank: int, nranks: int, uid_hex: str) -> dict[str, str]:
-    """The environment of rank *rank*: *base* plus the launcher's variables."""
+def rank_environment(base, rank: int, nranks: int, uid_hex: str | None) -> dict[str, str]:
+    """The environment of rank *rank*: *base* plus the launcher's variables
+    (the unique id only when *uid_hex* is given)."""
     env = dict(base)
     for names, value in (
         (("NCCL4PY_RANK", "RANK", "LOCAL_RANK", "NCCL4PY_LOCAL_RANK"), rank),
@@ -186,7 +214,8 @@ def rank_environment(base, rank: int, nranks: int, uid_hex: str) -> dict[str, st
     ):
         for name in names:
             env[name] = str(value)
-    env[uniqueid.UNIQUE_ID_ENV] = uid_hex
+    if uid_hex is not None:
+        env[uniqueid.UNIQUE_ID_ENV] = uid_hex
     return env
 
 
@@ -217,12 +246,67 @@ class _LineWriter:
                 self.broken = True
 
 
+_LINE_END = re.compile(rb"\r\n|\n|\r")
+
+
+class _Splitter:
+    """Cuts one rank's output into pieces to forward, holding at most
+    CHUNK_BYTES: whole lines (ending in a newline or a carriage return) as
+    soon as they are complete, an unfinished line once it reaches CHUNK_BYTES.
+    With a prefix, each piece starts a line with the prefix and ends with
+    its terminator (a newline is added to pieces of long lines)."""
+
+    def __init__(self, prefix: bytes, limit: int = CHUNK_BYTES):
+        self.prefix = prefix
+        self.limit = limit
+        self.partial = b""
+        self.after_cr = False  # the last piece ended in "\r": a "\n" may follow
+        self.open_line = False  # a piece of an unfinished line went out (no prefix)
+
+    def feed(self, data: bytes) -> bytes:
+        if self.after_cr and data.startswith(b"\n"):
+            out = [b"\n"]  # completes a "\r\n" split across two reads
+            data = data[1:]
+        else:
+            out = []
+        if data:
+            self.after_cr = False
+        buf = self.partial + data
+        start = 0
+        for m in _LINE_END.finditer(buf):
+            out.append(self.prefix + buf[start:m.end()])
+            start = m.end()
+            self.after_cr = m.group() == b"\r"
+            self.open_line = False
+        rest = buf[start:]
+        while len(rest) >= self.limit:
+            piece, rest = rest[:self.limit], rest[self.limit:]
+            out.append(self.prefix + piece + b"\n" if self.prefix else piece)
+            self.after_cr = False
+            self.open_line = not self.prefix
+        self.partial = rest
+        return b"".join(out)
+
+    def finish(self) -> bytes:
+        """What is left at the end, with a newline so that the next text
+        starts on a line of its own."""
+        rest, self.partial = self.partial, b""
+        if rest:
+            return self.prefix + rest + b"\n"
+        return b"\n" if self.open_line else b""
+
+
 def _pump(pipe, writer: _LineWriter, prefix: bytes) -> None:
+    splitter = _Splitter(prefix)
     with pipe:
-        for line in iter(pipe.readline, b""):
-            if not line.endswith(b"\n"):
-                line += b"\n"
-            writer.write(prefix + line)
+        fd = pipe.fileno()
+        while True:
+            data = os.read(fd, CHUNK_BYTES)
+            out = splitter.feed(data) if data else splitter.finish()
+            if out:
+                writer.write(out)
+            if not data:
+                return
 
 
 # -------------------------------------------------------------- supervision
@@ -246,25 +330,6 @@ def _exit_status(returncode: int) -> int:
 
 def _ranks_text(ranks: list[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(map(str, ranks))
-
-
-def _death_signal_preexec():
-    """Have each rank receive SIGTERM if the launcher dies (Linux), or None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def preexec():
-        prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # the launcher is already gone
-            os._exit(1)
-
-    return preexec
 
 
 class Launcher:
@@ -303,9 +368,9 @@ class Launcher:
             proc = self.procs[r]
             if proc.returncode is not None:
                 continue
-            try:
-                os.killpg(proc.pid, sig)  # the rank and anything it started
-            except (ProcessLookupError, PermissionError):
+            # The rank and anything it started.  An exited rank stays an
+            # unreaped zombie until the end, so its group id cannot be reused.
+            if not procgroup.signal_group(proc.pid, sig):
                 try:
                     proc.send_signal(sig)
                 except (ProcessLookupError, OSError):
@@ -333,7 +398,7 @@ class Launcher:
 
     def _start_threads(self) -> None:
         def waiter(rank, proc):
-            self.events.put(("exit", rank, proc.wait()))
+            self.events.put(("exit", rank, procgroup.wait_unreaped(proc)))
 
         for rank, proc in enumerate(self.procs):
             prefix = f"[{rank}]: ".encode() if self.tag_output else b""
@@ -348,20 +413,9 @@ class Launcher:
         self.events.put(("signal", signum))  # SimpleQueue.put is reentrant
 
     def run(self) -> int:
-        self._preexec = _death_signal_preexec()
-        handlers = {}
-        if threading.current_thread() is threading.main_thread():
-            for name in _FORWARDED:
-                sig = getattr(signal, name, None)
-                # An ignored signal (nohup, background jobs) stays ignored, and
-                # the ranks inherit that.
-                if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
-                    handlers[sig] = signal.signal(sig, self._on_signal)
-        try:
+        self._preexec = procgroup.death_signal_preexec()
+        with forward.catching_signals(self._on_signal):
             return self._run()
-        finally:
-            for sig, old in handlers.items():
-                signal.signal(sig, old)
 
     def _run(self) -> int:
         start = time.monotonic()
@@ -370,9 +424,7 @@ class Launcher:
                 self.procs.append(self._spawn(rank))
         except OSError as exc:
             self.say(f"cannot start rank {len(self.procs)}: {exc}")
-            self._stop(range(len(self.procs)))
-            for proc in self.procs:
-                proc.wait()
+            procgroup.cleanup_groups(self.procs, self.grace)
             return 1
         self._start_threads()
 
@@ -380,6 +432,7 @@ class Launcher:
         first_failure: int | None = None
         timed_out = False
         signals = 0
+        first_signal: int | None = None
         stop_time: float | None = None   # when SIGTERM went out
         kill_time: float | None = None   # when SIGKILL went out
         while len(self.codes) < self.nranks:
@@ -408,6 +461,7 @@ class Launcher:
                 signals += 1
                 sig = event[1]
                 if signals == 1:
+                    first_signal = sig
                     self.say(f"received {_signal_name(sig)}; forwarding it to the ranks")
                     self._send(self._live(), sig)
                 else:
@@ -431,13 +485,22 @@ class Launcher:
                 self.say(f"{_ranks_text(self._live())} did not exit after SIGKILL; giving up")
                 break
 
-        end = time.monotonic() + 2.0  # output of ranks whose children hold the pipes
+        # Processes the ranks started and left behind go with their groups;
+        # then the pipes they held close and the output threads finish.
+        left = procgroup.cleanup_groups(self.procs,
+                                        min(self.grace, procgroup.CLEANUP_GRACE_SECONDS))
+        if left:
+            self.say(f"stopped {len(left)} process{'es' if len(left) > 1 else ''} "
+                     "the ranks left running")
+        end = time.monotonic() + 2.0
         for thread in self.threads:
             thread.join(max(0.0, end - time.monotonic()))
 
         status = 0
         if timed_out:
             status = TIMEOUT_EXIT
+        elif first_signal is not None:
+            status = 128 + first_signal
         elif first_failure is not None:
             status = _exit_status(self.codes[first_failure])
         elif self._live():
@@ -488,7 +551,11 @@ def main(argv: list[str] | None = None) -> int:
         # "--" keeps python from reading a script named "-x.py" as an option
         child = [sys.executable, *(["--"] if command[0].startswith("-") else []), *command]
 
-    select_backend(opts.backend, os.environ)
+    backend = select_backend(opts.backend, os.environ)
+    host = backend == "host" or os.environ.get("NCCL4PY_BACKEND") == "host"
+    problem = limits.check_nranks(opts.nranks, host=host, oversubscribe=opts.oversubscribe)
+    if problem is not None:
+        parser.error(problem)
     try:
         uid = uniqueid.launcher_unique_id()
     except Exception as exc:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
 from typing import Any
+
+from nccl._launch.forward import forwarding_signals
 
 from . import checks
 from .collectives import COLLECTIVES, OPS, TYPES, counts, resolve_name
@@ -245,21 +248,21 @@ def _spawn(ns: argparse.Namespace, argv: list[str], nranks: int,
             " ".join([PROG, shlex.join(argv)])]
     if json_path and not ns.output_file:
         cmd += ["-J", json_path]
+    # SIGINT/SIGTERM/SIGHUP go to the launcher, which passes them to every
+    # rank; the status is then 128+N (130 for Ctrl-C, 143 for SIGTERM).
     bar = Progress(sys.stderr, blocks, tty=sys.stderr.isatty(), every=ns.progress_every)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1)
-    assert proc.stdout is not None
-    bar.start()
-    try:
-        for line in proc.stdout:
-            bar.clear()
-            sys.stdout.write(line)
-            sys.stdout.flush()
-            bar.feed(line)
-        return proc.wait()
-    except KeyboardInterrupt:
-        return proc.wait()
-    finally:
-        bar.stop()
+    with forwarding_signals(cmd, stdout=subprocess.PIPE, text=True, bufsize=1) as (proc, fwd):
+        assert proc.stdout is not None
+        bar.start()
+        try:
+            for line in proc.stdout:
+                bar.clear()
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                bar.feed(line)
+            return fwd.status(proc.wait())
+        finally:
+            bar.stop()
 
 
 def _error(parser: argparse.ArgumentParser, problems: list[str]) -> int:
@@ -352,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return worker.run(ns, names, size_list, type_names, op_names, ns.root,
                               _step_text(ns), plot_here=not ns.worker)
+        except KeyboardInterrupt:  # Ctrl-C, passed on by the launcher: no traceback
+            return 128 + signal.SIGINT
         finally:
             if tmp is not None:
                 os.unlink(tmp.name)

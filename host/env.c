@@ -1,0 +1,165 @@
+/*
+ * env.c - the environment variables of the host backend, in one table.
+ *
+ * Every variable the backend reads is a row of `vars` below: its name, its
+ * type, the accepted range and the default.  n4p_settings_load() reads and
+ * checks all of them when a communicator is created (the only place they
+ * are read), so a bad value is an ncclInvalidArgument whose message names
+ * the variable and the accepted range, never a misbehaviour later.  An unset
+ * or empty variable takes its default.
+ *
+ * NCCL_DEBUG belongs to NCCL: as NCCL does, an unknown value is ignored
+ * (with one warning line) rather than failing; it is read once per process,
+ * on first use, since errors may be reported before any communicator exists.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
+#endif
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+enum { SECONDS, BYTES };
+
+typedef struct {
+    const char *name;
+    int type;
+    double min, max; /* accepted range, inclusive */
+    double dflt;     /* value when unset or empty */
+    size_t offset;   /* of the field in n4p_settings: double (SECONDS), size_t (BYTES) */
+    const char *zero; /* what 0 means, or NULL */
+} env_var;
+
+#define ONE_YEAR 31536000.0
+#define FIELD(f) offsetof(n4p_settings, f)
+
+static const env_var vars[] = {
+    {"NCCL4PY_HOST_TIMEOUT", SECONDS, 0, ONE_YEAR, 300, FIELD(timeout), "no timeout"},
+    {"NCCL4PY_HOST_WAIT_REPORT", SECONDS, 0, ONE_YEAR, 10, FIELD(wait_report),
+     "never report"},
+    {"NCCL4PY_HOST_SLOT_BYTES", BYTES, N4P_MIN_SLOT, N4P_MAX_BUF, 0, FIELD(slot_bytes), NULL},
+    {"NCCL4PY_HOST_RING_BYTES", BYTES, N4P_MIN_RING, N4P_MAX_BUF, 0, FIELD(ring_bytes), NULL},
+};
+
+static const char *skip_space(const char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    return s;
+}
+
+/* A number of seconds: a finite decimal number. */
+static bool parse_seconds(const char *s, double *out)
+{
+    char *end = NULL;
+    s = skip_space(s);
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno == ERANGE || !isfinite(v) || *skip_space(end) != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+/* A number of bytes: decimal or 0x-hexadecimal digits, then optionally K, M
+ * or G (binary multiples).  No sign. */
+static bool parse_bytes(const char *s, double *out)
+{
+    s = skip_space(s);
+    int base = 10;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+        base = 16, s += 2;
+    if (!isxdigit((unsigned char)*s))
+        return false;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, base);
+    if (errno == ERANGE)
+        return false;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (*skip_space(end) != '\0' || v > (~0ull >> shift))
+        return false;
+    *out = (double)(v << shift);
+    return true;
+}
+
+static ncclResult_t load_one(const env_var *v, n4p_settings *s)
+{
+    const char *text = getenv(v->name);
+    double val = v->dflt;
+    if (text != NULL && *skip_space(text) != '\0') {
+        bool ok = v->type == SECONDS ? parse_seconds(text, &val) : parse_bytes(text, &val);
+        if (!ok || val < v->min || val > v->max) {
+            char zero[64] = "";
+            if (v->zero != NULL)
+                snprintf(zero, sizeof zero, "; 0 means %s", v->zero);
+            return n4p_fail(NULL, ncclInvalidArgument,
+                            "%s=%.64s is not valid: expected %s from %.15g to %.15g%s%s "
+                            "(unset or empty for the default)",
+                            v->name, text,
+                            v->type == SECONDS ? "a number of seconds"
+                                               : "a whole number of bytes",
+                            v->min, v->max,
+                            v->type == BYTES ? ", with an optional K, M or G suffix" : "",
+                            zero);
+        }
+    }
+    char *field = (char *)s + v->offset;
+    if (v->type == SECONDS)
+        memcpy(field, &val, sizeof val);
+    else {
+        size_t z = (size_t)val;
+        memcpy(field, &z, sizeof z);
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t n4p_settings_load(n4p_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        ncclResult_t rc = load_one(&vars[i], s);
+        if (rc != ncclSuccess)
+            return rc;
+    }
+    s->debug = n4p_debug_level();
+    return ncclSuccess;
+}
+
+/* ---------------------------------------------------------- NCCL_DEBUG -- */
+
+static const char *const levels[] = {"VERSION", "WARN", "INFO", "ABORT", "TRACE"};
+static int debug_level;
+static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+
+static void debug_init(void)
+{
+    const char *s = getenv("NCCL_DEBUG");
+    if (s == NULL || *s == '\0')
+        return;
+    for (int i = 0; i < (int)(sizeof levels / sizeof levels[0]); i++)
+        if (strcasecmp(s, levels[i]) == 0) {
+            debug_level = N4P_LOG_VERSION + i;
+            return;
+        }
+    n4p_say("NCCL_DEBUG=%.64s is not one of VERSION, WARN, INFO, ABORT, TRACE; ignored", s);
+}
+
+int n4p_debug_level(void)
+{
+    pthread_once(&debug_once, debug_init);
+    return debug_level;
+}

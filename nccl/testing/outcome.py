@@ -1,0 +1,165 @@
+"""One outcome for a test from the reports of its N ranks.
+
+The test passes only when every rank passes; it is skipped (or xfailed) only
+when every rank skipped (or xfailed); anything else fails, with each rank's
+part labelled ``rank R``.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass, field
+
+import pytest
+
+
+class RanksFailed(Exception):
+    """A multi-rank test failed; the message is the whole report."""
+
+
+@dataclass
+class RankResult:
+    """What one rank did with one test.
+
+    state: ``passed``, ``failed``, ``skipped``, ``xfailed`` (the rank's own
+    report), or ``running`` (still at it at the timeout), ``stopped`` (stopped
+    after another rank failed) or ``died`` (its process ended).
+    """
+
+    rank: int
+    state: str
+    reports: list[dict] = field(default_factory=list)
+    text: str = ""        # the failure / skip reason / how it died
+    stack: str = ""       # where it was at the timeout (faulthandler)
+    output: str = ""      # what the rank printed during the test (stdout and stderr)
+
+
+def from_reports(rank: int, reports: list[dict]) -> RankResult:
+    """A rank's result from its pytest reports (setup, call, teardown)."""
+    failed = [r for r in reports if r["outcome"] == "failed"]
+    for rep in failed:
+        if rep["when"] == "call" and rep.get("xfail") is not None and len(failed) == 1:
+            return RankResult(rank, "xfailed", reports, rep["xfail"])
+    if failed:
+        text = "\n".join(f"--- {r['when']} ---\n{r['longrepr']}" if len(failed) > 1
+                         else f"(in {r['when']})\n{r['longrepr']}" for r in failed)
+        return RankResult(rank, "failed", reports, text)
+    for rep in reports:
+        if rep["outcome"] == "skipped":
+            return RankResult(rank, "skipped", reports, rep["longrepr"] or "")
+    return RankResult(rank, "passed", reports)
+
+
+def died(rank: int, returncode: int | None) -> RankResult:
+    if returncode is None:
+        how = "closed its connection"
+    elif returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        how = f"was killed by signal {-returncode} ({name})"
+    else:
+        how = f"exited with status {returncode}"
+    return RankResult(rank, "died", text=f"the process of rank {rank} {how} during the test")
+
+
+def diagnose_hang(nodeid: str, running: list[int], nranks: int) -> str | None:
+    """A diagnosis of a multi-rank test whose ranks *running* did not finish.
+
+    This is where a record of the communicators' last operations (which
+    collective each rank was in, which peers it waited for) plugs in; the
+    report shows its text under "diagnosis".  Nothing collects one yet.
+    """
+    return None
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(map(str, ranks))
+
+
+_SECTION = re.compile(r"Captured (.+) (setup|call|teardown)")
+
+
+def add_sections(item: pytest.Item, results: list[RankResult]) -> list[tuple[str, str]]:
+    """Attach every rank's captured output to *item*'s report; return them."""
+    added = []
+    for res in results:
+        if res.output:
+            item.add_report_section("call", f"output (rank {res.rank})", res.output)
+            added.append((f"output (rank {res.rank})", res.output))
+        if not res.reports:
+            continue
+        # each phase's report repeats the sections of the phases before it
+        last = res.reports[-1]
+        for title, content in last.get("sections", []):
+            m = _SECTION.fullmatch(title)
+            key, when = (m.group(1), m.group(2)) if m else (title, last["when"])
+            item.add_report_section(when, f"{key} (rank {res.rank})", content)
+            added.append((f"{key} (rank {res.rank}, {when})", content))
+    return added
+
+
+def trim_stack(text: str) -> str:
+    """A faulthandler dump (most recent call first) without the frames of
+    pytest's own machinery below the test."""
+    out: list[str] = []
+    skipping = False
+    for line in text.splitlines():
+        frame = line.startswith("  File ")
+        if frame and ("/_pytest/" in line or "/pluggy/" in line):
+            skipping = True
+        elif not frame:
+            skipping = False
+        if not skipping:
+            out.append(line)
+    return "\n".join(out)
+
+
+def conclude(nodeid: str, nranks: int, timeout: float, results: list[RankResult]) -> None:
+    """Return when the test passed; raise the skip, xfail or failure otherwise."""
+    states = {r.state for r in results}
+    if states == {"passed"}:
+        return
+    if states == {"skipped"}:
+        raise pytest.skip.Exception(results[0].text or "skipped on every rank", _use_item_location=True)
+    if states == {"xfailed"}:
+        raise pytest.xfail.Exception(results[0].text)
+    raise RanksFailed(_failure_text(nodeid, nranks, timeout, results))
+
+
+def _failure_text(nodeid: str, nranks: int, timeout: float, results: list[RankResult]) -> str:
+    by_state: dict[str, list[int]] = {}
+    for r in results:
+        by_state.setdefault(r.state, []).append(r.rank)
+    parts = []
+    running = by_state.get("running", [])
+    if running:
+        parts.append(f"{_ranks(running)} of {nranks} did not finish within the timeout of "
+                     f"{timeout:g} s and {'was' if len(running) == 1 else 'were'} stopped")
+    for r in results:
+        if r.state == "failed":
+            parts.append(f"rank {r.rank} failed {r.text}")
+        elif r.state == "died":
+            tail = r.output[-2000:].rstrip()
+            parts.append(r.text + (f"; the end of its output:\n{tail}" if tail else ""))
+    if by_state.get("skipped") and len(by_state) > 1:
+        for r in results:
+            if r.state == "skipped":
+                parts.append(f"rank {r.rank} skipped ({r.text}) but not every rank did: "
+                             "a skip must happen on every rank")
+    summary = [f"{_ranks(ranks)} {state}" for state, ranks in sorted(by_state.items())
+               if state in ("passed", "xfailed", "stopped")]
+    if by_state.get("stopped"):
+        summary.append("(stopped: still running after another rank failed)")
+    if summary:
+        parts.append("; ".join(summary))
+    for r in results:
+        if r.stack:
+            parts.append(f"rank {r.rank} at the timeout:\n{trim_stack(r.stack).rstrip()}")
+    if running:
+        diagnosis = diagnose_hang(nodeid, running, nranks)
+        if diagnosis:
+            parts.append(f"diagnosis:\n{diagnosis.rstrip()}")
+    return "\n\n".join(parts)
