@@ -264,7 +264,8 @@ typedef struct {
  * Accepts DLPack producers (C exchange API, __dlpack__ versioned/legacy),
  * the buffer protocol, __array_interface__ (ml_dtypes arrays),
  * __cuda_array_interface__ v3, and explicit specs (buf, count),
- * (buf, dtype), (buf, count, dtype).  Non-contiguous memory, unsupported
+ * (buf, dtype), (buf, count, dtype).  Memory whose order is not its
+ * row-major element order (the layout rule, see buffer.c), unsupported
  * dtypes, read-only receive buffers -> NcclInvalid; an object with no
  * protocol -> TypeError.  Returns 0, or -1 with an exception set and nothing
  * to release. */

@@ -35,8 +35,12 @@
  * requires for host arrays), so __dlpack_device__ is not needed: the tensor
  * carries its device.
  *
- * Memory must be contiguous (C or Fortran order: NCCL sees a flat block);
- * strides of dimensions of size 1 are ignored, and empty arrays are fine.
+ * The layout rule: NCCL reads a buffer as one flat block, so its memory
+ * order must be its logical row-major (C) order.  Strides of dimensions of
+ * size 1 are ignored; 0-d and empty arrays are fine; any other layout
+ * (Fortran order, transposes, steps, negative or zero strides) is refused
+ * with NcclInvalid naming the argument, its shape and its strides.  Every
+ * producer goes through check_row_major().
  *
  * Lifetimes: a DLPack managed tensor is owned from the moment its capsule is
  * renamed "used_..." (or the exchange API hands it over): its deleter runs
@@ -110,14 +114,6 @@ err_unsupported(const ctx_t *c, const char *desc)
                    c->name, desc);
 }
 
-static int
-err_not_contiguous(const ctx_t *c)
-{
-    return invalid(c,
-                   "%s is not contiguous: NCCL needs contiguous memory (make a contiguous "
-                   "copy, e.g. .copy() / .contiguous())",
-                   c->name);
-}
 
 static int
 err_read_only(const ctx_t *c)
@@ -218,33 +214,52 @@ element_count(Py_ssize_t n, const int64_t *shape, size_t *out)
     return 0;
 }
 
-/* Dense in row-major or column-major order, strides in units of `unit`;
- * extents of size 1 carry no constraint.  Only asked for non-empty arrays. */
-static int
-is_dense(Py_ssize_t n, const int64_t *shape, const int64_t *strides, int64_t unit)
+/* Append "(a, b, c)" (a Python tuple's repr) to buf at *pos. */
+static void
+append_tuple(char *buf, size_t n, size_t *pos, Py_ssize_t ndim, const int64_t *v)
 {
+    /* every piece is at most 22 characters and 24 stay free for the end */
+    *pos += (size_t)PyOS_snprintf(buf + *pos, n - *pos, "(");
+    Py_ssize_t i;
+    for (i = 0; i < ndim && *pos < n - 24; i++)
+        *pos += (size_t)PyOS_snprintf(buf + *pos, n - *pos, "%s%lld", i ? ", " : "",
+                                      (long long)v[i]);
+    if (i < ndim)
+        *pos += (size_t)PyOS_snprintf(buf + *pos, n - *pos, ", ...");
+    *pos += (size_t)PyOS_snprintf(buf + *pos, n - *pos, ndim == 1 ? ",)" : ")");
+}
+
+/* The layout rule (see the top of this file).  `count` is the number of
+ * elements, strides are in units of `unit` (named by `units` in the
+ * message); NULL strides mean row-major. */
+static int
+check_row_major(const ctx_t *c, Py_ssize_t ndim, const int64_t *shape, const int64_t *strides,
+                size_t count, int64_t unit, const char *units)
+{
+    if (strides == NULL || count == 0)
+        return 0;
     int64_t want = unit;
-    int c_order = 1;
-    for (Py_ssize_t i = n - 1; i >= 0; i--) {
-        if (shape[i] == 1)
-            continue;
-        if (strides[i] != want) {
-            c_order = 0;
-            break;
-        }
-        want *= shape[i];
-    }
-    if (c_order)
-        return 1;
-    want = unit;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    Py_ssize_t i;
+    for (i = ndim - 1; i >= 0; i--) {
         if (shape[i] == 1)
             continue;
         if (strides[i] != want)
-            return 0;
+            break;
         want *= shape[i];
     }
-    return 1;
+    if (i < 0)
+        return 0;
+    char desc[1024];
+    size_t pos = 0;
+    append_tuple(desc, 480, &pos, ndim, shape);
+    pos += (size_t)PyOS_snprintf(desc + pos, sizeof desc - pos, ", strides ");
+    append_tuple(desc, sizeof desc - 32, &pos, ndim, strides);
+    return invalid(c,
+                   "%s is not contiguous in row-major (C) order (shape %s %s): NCCL reads a "
+                   "buffer as one flat block in row-major order, so this layout would give "
+                   "a wrong result; pass a C-contiguous array (e.g. numpy.ascontiguousarray(x), "
+                   "x.contiguous())",
+                   c->name, desc, units);
 }
 
 /* Element type check and fill; size_t itemsize is the byte size of an
@@ -316,6 +331,22 @@ format_desc(char *buf, size_t n, const char *fmt, size_t itemsize)
     PyOS_snprintf(buf, n, "buffer format '%s' (%zu-byte items)", fmt, itemsize);
 }
 
+/* The layout rule on a Py_buffer's own arrays (the common case, without a
+ * copy); check_row_major() explains a refusal. */
+static int
+row_major_view(const Py_buffer *v)
+{
+    Py_ssize_t want = v->itemsize;
+    for (Py_ssize_t i = v->ndim - 1; i >= 0; i--) {
+        if (v->shape[i] == 1)
+            continue;
+        if (v->strides[i] != want)
+            return 0;
+        want *= v->shape[i];
+    }
+    return 1;
+}
+
 /* GETBUFFER_FAILED when the object refused to export (exception set). */
 static int
 from_buffer(const ctx_t *c, PyObject *obj, n4p_buffer *out)
@@ -329,9 +360,15 @@ from_buffer(const ctx_t *c, PyObject *obj, n4p_buffer *out)
         err_read_only(c);
         goto fail;
     }
-    if (v->ndim > 0 && v->strides != NULL && !PyBuffer_IsContiguous(v, 'A')) {
-        err_not_contiguous(c);
-        goto fail;
+    if (v->ndim > 0 && v->strides != NULL && v->len > 0 && !row_major_view(v)) {
+        int64_t shape[PyBUF_MAX_NDIM], strides[PyBUF_MAX_NDIM];
+        Py_ssize_t nd = v->ndim < PyBUF_MAX_NDIM ? v->ndim : PyBUF_MAX_NDIM;
+        for (Py_ssize_t i = 0; i < nd; i++) {
+            shape[i] = (int64_t)v->shape[i];
+            strides[i] = (int64_t)v->strides[i];
+        }
+        if (check_row_major(c, nd, shape, strides, (size_t)v->len, v->itemsize, "bytes") < 0)
+            goto fail;
     }
     int dtype = itemsize ? format_dtype(v->format, itemsize) : -1;
     if (dtype < 0 && !(c->any_dtype && itemsize)) {
@@ -413,8 +450,8 @@ fill_dl(const ctx_t *c, const n4p_dltensor *t, int readonly, n4p_buffer *out)
     if (t->ndim < 0 || (t->ndim > 0 && t->shape == NULL) ||
         element_count(t->ndim, t->shape, &count) < 0)
         return invalid(c, "%s: invalid DLPack tensor (bad ndim or shape)", c->name);
-    if (count > 0 && t->strides != NULL && !is_dense(t->ndim, t->shape, t->strides, 1))
-        return err_not_contiguous(c);
+    if (check_row_major(c, t->ndim, t->shape, t->strides, count, 1, "elements") < 0)
+        return -1;
     int dtype = dl_dtype(t->dtype);
     if (dtype < 0) {
         unsigned bits = (unsigned)t->dtype.bits * t->dtype.lanes;
@@ -830,9 +867,10 @@ iface_fill(const ctx_t *c, PyObject *obj, int cai, const iface_t *f, n4p_buffer 
     if (itemsize > 0 && f->count > (size_t)PY_SSIZE_T_MAX / itemsize)
         return iface_error(c, cai ? "__cuda_array_interface__" : "__array_interface__",
                            "the array is too large");
-    if (f->count > 0 && f->strides != NULL && itemsize > 0 &&
-        !is_dense(f->ndim, f->shape, f->strides, (int64_t)itemsize))
-        return err_not_contiguous(c);
+    if (itemsize > 0 &&
+        check_row_major(c, f->ndim, f->shape, f->strides, f->count, (int64_t)itemsize,
+                        "bytes") < 0)
+        return -1;
     if (set_type(c, out, dtype, f->count, itemsize, desc) < 0)
         return -1;
     out->ptr = f->ptr;
