@@ -1029,13 +1029,16 @@ spec_dtype(const ctx_t *c, PyObject *o)
 {
     PyNumberMethods *nb = Py_TYPE(o)->tp_as_number;
     PyObject *v;
-    if (PyBool_Check(o) || PyFloat_Check(o)) {
+    /* a number must be an integer (__index__): never truncate 1.9 or a
+     * NumPy float scalar to a dtype */
+    if (PyBool_Check(o) || PyFloat_Check(o) ||
+        (nb != NULL && nb->nb_index == NULL && nb->nb_int != NULL)) {
         PyErr_Format(PyExc_TypeError, "%s: the dtype of a buffer spec cannot be a %.100s",
                      c->name, Py_TYPE(o)->tp_name);
         return -1;
     }
-    if (nb != NULL && (nb->nb_index != NULL || nb->nb_int != NULL))
-        v = nb->nb_index != NULL ? PyNumber_Index(o) : PyNumber_Long(o);
+    if (nb != NULL && nb->nb_index != NULL)
+        v = PyNumber_Index(o);
     else {
         PyObject *m = PyImport_ImportModule("nccl._dtypes");
         if (m == NULL)

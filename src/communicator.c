@@ -151,20 +151,13 @@ resolve(PyObject *mod, commobj *self, PyObject *obj, const char *name, int writa
     return 0;
 }
 
-/* A reduction op: NcclRedOp / int, or a CustomRedOp (its __int__). */
+/* A reduction op: NcclRedOp / int, or a CustomRedOp (its __index__).  Only
+ * integers: a float such as 1.9 is a TypeError, never truncated. */
 static int
 get_op(PyObject *o, int *op)
 {
-    if (PyLong_Check(o) || PyIndex_Check(o))
+    if (PyLong_Check(o) || (!PyFloat_Check(o) && PyIndex_Check(o)))
         return n4p_arg_int(o, "op", op);
-    if (Py_TYPE(o)->tp_as_number != NULL && Py_TYPE(o)->tp_as_number->nb_int != NULL) {
-        PyObject *i = PyNumber_Long(o);
-        if (i == NULL)
-            return -1;
-        int rc = n4p_arg_int(i, "op", op);
-        Py_DECREF(i);
-        return rc;
-    }
     PyErr_Format(PyExc_TypeError, "op must be an NcclRedOp, a CustomRedOp or an int, not %.100s",
                  Py_TYPE(o)->tp_name);
     return -1;

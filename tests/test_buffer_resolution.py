@@ -662,7 +662,8 @@ def test_specs_count_and_dtype():
         def __int__(self):
             return 4
 
-    assert rb((a, IntOnly()))[1:3] == (5, DT.Int64)  # __int__ only: a dtype
+    with pytest.raises(TypeError, match="cannot be a IntOnly"):
+        rb((a, IntOnly()))  # __int__ without __index__ is not an integer
 
 
 def test_specs_reinterpret_unsupported_element_types():

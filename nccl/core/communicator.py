@@ -10,6 +10,7 @@ Python.  This module adds the life cycle, resources and properties.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence
 
 from nccl import _nccl
@@ -71,7 +72,7 @@ class Communicator(_nccl._CommunicatorBase):
     """
 
     def __init__(self, ptr: Any = 0):
-        super().__init__(int(ptr) if ptr else 0)
+        super().__init__(operator.index(ptr) if ptr else 0)
         self._resources: list[CommResource] = []
         self._children_in_progress: list[Communicator] = []
         self._comm_properties = None
@@ -110,7 +111,7 @@ class Communicator(_nccl._CommunicatorBase):
         elif not isinstance(devices, (list, tuple, range)):
             raise TypeError("devices must be an integer, sequence of integers, or None, "
                             f"got {type(devices).__name__}")
-        devlist = [int(d) for d in devices]
+        devlist = [operator.index(d) for d in devices]
         if not devlist:
             return []
         return [cls(p) for p in _b.comm_init_all(len(devlist), devlist)]
@@ -154,16 +155,18 @@ class Communicator(_nccl._CommunicatorBase):
         """Split by ``color`` (ordered by ``key``); ``color=None`` opts out and
         returns a null communicator."""
         self._check_valid("split")
-        c = -1 if color is None else int(color)
-        return self._child(lambda out: _b.comm_split(self.ptr, c, int(key), out, _cfg_ptr(config)))
+        c = -1 if color is None else operator.index(color)
+        k = operator.index(key)
+        return self._child(lambda out: _b.comm_split(self.ptr, c, k, out, _cfg_ptr(config)))
 
     def shrink(self, exclude_ranks: Sequence[int] | None = None, config: NCCLConfig | None = None,
                flag: CommShrinkFlag = CommShrinkFlag.DEFAULT) -> "Communicator":
         """A new communicator without ``exclude_ranks``."""
         self._check_valid("shrink")
-        ranks = [int(r) for r in (exclude_ranks or [])]
+        ranks = [operator.index(r) for r in (exclude_ranks or [])]
+        f = operator.index(flag)
         return self._child(lambda out: _b.comm_shrink(self.ptr, ranks, len(ranks), out,
-                                                      _cfg_ptr(config), int(flag)))
+                                                      _cfg_ptr(config), f))
 
     def get_unique_id(self) -> UniqueId:
         """This communicator's id for ``grow`` (``ncclCommGetUniqueId``)."""
@@ -174,14 +177,15 @@ class Communicator(_nccl._CommunicatorBase):
              config: NCCLConfig | None = None) -> "Communicator":
         """Grow to ``nranks``: existing ranks call it on their communicator with
         ``rank=None``; new ranks call it on ``Communicator()`` with their rank."""
+        n = operator.index(nranks)
+        r = -1 if rank is None else operator.index(rank)
         if rank is not None and self.ptr:
             raise NcclInvalid("New ranks must use a null communicator (Communicator())")
         if rank is None and not self.ptr:
             raise NcclInvalid("Existing ranks must use an initialized communicator")
         uid = UniqueId.from_bytes(_uid_bytes(unique_id)) if unique_id is not None else None
         return self._child(lambda out: _b.comm_grow(
-            self.ptr, int(nranks), uid.ptr if uid else 0, -1 if rank is None else int(rank), out,
-            _cfg_ptr(config)))
+            self.ptr, n, uid.ptr if uid else 0, r, out, _cfg_ptr(config)))
 
     # --------------------------------------------------------- life cycle
 
@@ -206,12 +210,14 @@ class Communicator(_nccl._CommunicatorBase):
             _b.comm_finalize(self.ptr)
 
     def revoke(self, flags: int = 0) -> None:
+        f = operator.index(flags)
         self._check_valid("revoke")
-        _b.comm_revoke(self.ptr, int(flags))
+        _b.comm_revoke(self.ptr, f)
 
     def suspend(self, flags: CommSuspendFlag = CommSuspendFlag.MEM) -> None:
+        f = operator.index(flags)
         self._check_valid("suspend")
-        _b.comm_suspend(self.ptr, int(flags))
+        _b.comm_suspend(self.ptr, f)
 
     def resume(self) -> None:
         self._check_valid("resume")
@@ -251,8 +257,9 @@ class Communicator(_nccl._CommunicatorBase):
             return v
 
     def get_mem_stat(self, stat) -> int:
+        s = operator.index(stat)
         self._check_valid("get memory statistics")
-        return _b.comm_mem_stats(self.ptr, int(stat))
+        return _b.comm_mem_stats(self.ptr, s)
 
     @property
     def nranks(self) -> int:
@@ -340,6 +347,8 @@ class Communicator(_nccl._CommunicatorBase):
         NumPy array is read now (host immediate); any other buffer is a
         1-element scalar read when the collective runs."""
         self._check_valid("create PreMulSum")
+        if isinstance(scalar, bool):
+            raise TypeError("scalar must be a number or a buffer, not bool")
         import numpy as np
 
         dt = NcclDataType(datatype) if datatype is not None else None
@@ -392,10 +401,11 @@ class Communicator(_nccl._CommunicatorBase):
                    flags: int = 0, *, stream: Any = None) -> None:
         """Put ``local_buffer`` into the peer's window at ``peer_window_offset``
         elements, then signal."""
+        offset = operator.index(peer_window_offset)
         self._check_valid("put signal")
         ptr, count, dtype = self._resolve(local_buffer, "local_buffer")
         _b.put_signal(ptr, count, int(dtype), peer, peer_window.handle,
-                      peer_window_offset * dtype.itemsize, signal_index, context, flags, self.ptr,
+                      offset * dtype.itemsize, signal_index, context, flags, self.ptr,
                       _nccl.resolve_stream(stream))
 
     def wait_signal(self, descs: WaitSignalDesc | Sequence[WaitSignalDesc], *,
