@@ -1182,9 +1182,9 @@ PyObject *
 n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames)
 {
-    static const char *const kw[] = {"obj", "name", "writable"};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "resolve_buffer", kw, 1, 3, a) < 0)
+    static const char *const kw[] = {"obj", "name", "writable", "keep"};
+    PyObject *a[4];
+    if (n4p_parse_args(args, nargs, kwnames, "resolve_buffer", kw, 1, 4, a) < 0)
         return NULL;
     const char *name = "buffer";
     if (a[1] != NULL) {
@@ -1196,7 +1196,8 @@ n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
             return NULL;
     }
     int writable = a[2] != NULL ? PyObject_IsTrue(a[2]) : 0;
-    if (writable < 0)
+    int keep = a[3] != NULL ? PyObject_IsTrue(a[3]) : 0;
+    if (writable < 0 || keep < 0)
         return NULL;
     n4p_buffer b;
     if (n4p_buffer_resolve(mod, a[0], name, writable, &b) < 0)
@@ -1217,6 +1218,8 @@ n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
                 Py_XDECREF(items[i]);
         }
     }
+    if (keep && r != NULL && n4p_group_depth() > 0)
+        n4p_group_keep_buffer(&b); /* the caller queues a call on it */
     n4p_buffer_release(&b);
     return r;
 }

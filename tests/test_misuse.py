@@ -1,16 +1,202 @@
 """Misuse that used to give silently wrong results or crashes.
 
+- one communicator used by two threads at once, and destroy() from another
+  thread while a call on the communicator is in progress;
+- a communicator inherited by a fork() child;
 - non-integer ops, roots, peers, counts, colors and keys.
 """
 from __future__ import annotations
+
+import os
+import threading
 
 import numpy as np
 import pytest
 
 import nccl.bindings as b
 import nccl.core as nc
+from host_ranks import needs_host, run_ranks
 from nccl._errors import NcclInvalid
 from stub_comm import COMM, calls, stub  # noqa: F401
+
+# --------------------------------------------------------------- threads
+
+class Blocking:
+    """A DLPack-free producer whose __array_interface__ blocks until released:
+    it holds a call inside the communicator for as long as the test wants."""
+
+    def __init__(self, a):
+        self.a = a
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    @property
+    def __array_interface__(self):
+        self.entered.set()
+        assert self.go.wait(60)
+        return self.a.__array_interface__
+
+
+def test_concurrent_use_refused_and_destroy_from_another_thread(stub):
+    comm = nc.Communicator(COMM)
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    slow = Blocking(x)
+    errors = []
+
+    def first():
+        try:
+            comm.allreduce(slow, y, nc.SUM)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert slow.entered.wait(60)
+    try:
+        with pytest.raises(NcclInvalid, match="in use by another thread"):
+            comm.allreduce(x, y, nc.SUM)
+        with pytest.raises(NcclInvalid, match="in use by another thread"):
+            comm.destroy()
+        with pytest.raises(NcclInvalid, match="in use by another thread"):
+            comm.split(0)
+        assert comm.is_valid
+    finally:
+        slow.go.set()
+        t.join(60)
+    assert errors == []
+    comm.allreduce(x, y, nc.SUM)  # free again
+    comm.destroy()
+
+
+@needs_host
+def test_two_threads_on_one_communicator(tmp_path):
+    code = r"""
+import threading, time
+x = np.full(1 << 16, RANK + 1, np.float32)
+res = {}
+if RANK == 1:
+    time.sleep(4.0)              # rank 0's first call blocks meanwhile
+    comm.allreduce(x, x, nc.SUM)
+    report(ok=bool((x == 3).all()))
+else:
+    started = threading.Event()
+    def blocked():
+        started.set()
+        comm.allreduce(x, x, nc.SUM)
+    t = threading.Thread(target=blocked)
+    t.start()
+    started.wait()
+    time.sleep(1.0)              # the thread is inside the all-reduce, waiting for rank 1
+    y = np.ones(1 << 16, np.float32)
+    for what, call in (("allreduce", lambda: comm.allreduce(y, y, nc.SUM)),
+                       ("destroy", comm.destroy)):
+        try:
+            call()
+            res[what] = "accepted"
+        except nc.NcclInvalid as e:
+            res[what] = str(e)
+    t.join()
+    report(ok=bool((x == 3).all()), **res)
+comm.destroy()
+"""
+    r0, r1 = run_ranks(tmp_path, code, 2, NCCL4PY_HOST_TIMEOUT="20")
+    assert r1["ok"] and r0["ok"], (r0, r1)
+    assert "in use by another thread" in r0["allreduce"], r0
+    assert "in use by another thread" in r0["destroy"], r0
+
+
+@needs_host
+def test_threads_with_their_own_communicators_run_in_parallel(tmp_path):
+    code = r"""
+import threading
+comms = [comm] + [comm.split(0, RANK) for _ in range(3)]
+errors = []
+def work(t):
+    try:
+        c = comms[t]
+        x = np.zeros(100 + t, np.float32)
+        for i in range(200):
+            x[:] = (RANK + 1) * (i + t)
+            c.allreduce(x, x, nc.SUM)
+            assert (x == 3 * (i + t)).all(), (t, i)
+    except BaseException as e:
+        errors.append(repr(e))
+ts = [threading.Thread(target=work, args=(t,)) for t in range(len(comms))]
+for t in ts: t.start()
+for t in ts: t.join()
+for c in comms: c.destroy()
+report(errors=errors)
+"""
+    assert all(r["errors"] == [] for r in run_ranks(tmp_path, code, 2))
+
+
+# ------------------------------------------------------------------- fork
+
+@needs_host
+def test_fork_child_cannot_use_the_communicator(tmp_path):
+    code = r"""
+x = np.full(4, RANK + 1, np.float32)
+child = {}
+if RANK == 0:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        out = {}
+        try:
+            comm.allreduce(np.full(4, 100.0, np.float32), np.zeros(4, np.float32), nc.SUM)
+            out["use"] = "accepted"
+        except nc.NcclInvalid as e:
+            out["use"] = str(e)
+        try:
+            comm.split(0)
+            out["split"] = "accepted"
+        except nc.NcclInvalid as e:
+            out["split"] = str(e)
+        comm.destroy()            # forgets the handle, leaves the parent's alone
+        out["valid_after_destroy"] = comm.is_valid
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    child = json.loads(os.read(r, 65536).decode())
+    os.waitpid(pid, 0)
+comm.allreduce(x, x, nc.SUM)      # the parent's communicator still works
+report(child=child, got=x.tolist())
+comm.destroy()
+"""
+    r0, r1 = run_ranks(tmp_path, code, 2, NCCL4PY_HOST_TIMEOUT="20")
+    assert r0["got"] == r1["got"] == [3.0] * 4, (r0, r1)
+    child = r0["child"]
+    assert "fork" in child["use"] and "fork" in child["split"], child
+    assert child["valid_after_destroy"] is False
+
+
+def test_fork_child_destroy_does_not_reach_the_library(stub):
+    comm = nc.Communicator(COMM)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            before = calls(stub)
+            try:
+                comm.allreduce(np.ones(4, np.float32), np.ones(4, np.float32), nc.SUM)
+            except NcclInvalid as e:
+                if "fork" in str(e):
+                    comm.destroy()
+                    comm.abort()
+                    code = 0 if calls(stub) == before and not comm.is_valid else 2
+        finally:
+            os.write(w, bytes([code]))
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert got == b"\x00"
+    comm.allreduce(np.ones(4, np.float32), np.ones(4, np.float32), nc.SUM)  # parent unaffected
+    comm.destroy()
+
 
 # ------------------------------------------------------- integers only
 
