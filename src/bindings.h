@@ -282,6 +282,14 @@ PyObject *n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t
                                 PyObject *kwnames);
 PyObject *n4p_py_resolve_stream(PyObject *mod, PyObject *arg);
 
+/* Bytes per element of an NCCL data type (1 for an unknown one). */
+extern const size_t n4p_dtype_sizes[ncclNumTypes];
+static inline size_t
+n4p_dtype_size(int dtype)
+{
+    return dtype >= 0 && dtype < ncclNumTypes ? n4p_dtype_sizes[dtype] : 1;
+}
+
 /* ------------------------------------------------------------------ groups */
 
 /* group.c: the group depth of this thread, counted by the group_start /

@@ -85,7 +85,7 @@ static const char *const dtype_names[ncclNumTypes] = {
     "int8",    "uint8",   "int32",   "uint32",   "int64",         "uint64",
     "float16", "float32", "float64", "bfloat16", "float8_e4m3fn", "float8_e5m2",
 };
-static const size_t dtype_sizes[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+const size_t n4p_dtype_sizes[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 
 /* What every resolver needs to know about the argument. */
 typedef struct {
@@ -862,7 +862,7 @@ iface_fill(const ctx_t *c, PyObject *obj, int cai, const iface_t *f, n4p_buffer 
         if (by_name == -2)
             return -1;
         if (by_name != -3)
-            dtype = by_name >= 0 && dtype_sizes[by_name] == itemsize ? by_name : -1;
+            dtype = by_name >= 0 && n4p_dtype_sizes[by_name] == itemsize ? by_name : -1;
     }
     if (itemsize > 0 && f->count > (size_t)PY_SSIZE_T_MAX / itemsize)
         return iface_error(c, cai ? "__cuda_array_interface__" : "__array_interface__",
@@ -1076,10 +1076,10 @@ static int
 apply_spec(const ctx_t *c, n4p_buffer *out, int dtype, int have_count, size_t count)
 {
     if (dtype >= 0 && dtype != out->dtype) {
-        size_t size = out->dtype == ANY_DTYPE ? 1 : dtype_sizes[out->dtype];
+        size_t size = out->dtype == ANY_DTYPE ? 1 : n4p_dtype_sizes[out->dtype];
         if (out->count > SIZE_MAX / size)
             return invalid(c, "%s: the buffer is too large", c->name);
-        size_t bytes = out->count * size, isz = dtype_sizes[dtype];
+        size_t bytes = out->count * size, isz = n4p_dtype_sizes[dtype];
         if (bytes % isz != 0)
             return invalid(c,
                            "%s: the buffer's %zu bytes are not a whole number of %s elements "

@@ -213,6 +213,39 @@ queued(commobj *self, PyObject *stream, n4p_buffer *a, n4p_buffer *b, n4p_buffer
         keep_queued(self, stream, a, b, c);
 }
 
+/* ------------------------------------------------------------ overlap */
+
+/* The send and receive extents a call uses may only overlap in its in-place
+ * form, described by `form`: sendbuf starting *inplace bytes after recvbuf
+ * (a negative offset: before; NULL: no in-place form here).  Any other
+ * overlap would read memory the call has already written. */
+static int
+check_overlap(PyObject *mod, const char *sname, const void *sp, size_t sbytes, const char *rname,
+              const void *rp, size_t rbytes, const intptr_t *inplace, const char *form)
+{
+    uintptr_t s = (uintptr_t)sp, r = (uintptr_t)rp;
+    if (sbytes == 0 || rbytes == 0 || s >= r + rbytes || r >= s + sbytes)
+        return 0;
+    if (inplace != NULL && s == r + (uintptr_t)*inplace)
+        return 0;
+    invalid(mod, "%s and %s overlap (%s uses bytes [%p, %p), %s [%p, %p)) without being the "
+            "in-place form of this call (%s): the result would be wrong; use separate buffers "
+            "or the exact in-place form", sname, rname, sname, sp, (void *)(s + sbytes), rname,
+            rp, (void *)(r + rbytes), form);
+    return -1;
+}
+
+static const intptr_t same_address = 0;
+
+/* The usual case: count elements of both, in place when they coincide. */
+static int
+same_or_disjoint(PyObject *mod, const n4p_buffer *s, const n4p_buffer *rb, size_t count)
+{
+    size_t bytes = count * n4p_dtype_size(s->dtype);
+    return check_overlap(mod, "sendbuf", s->ptr, bytes, "recvbuf", rb->ptr, bytes, &same_address,
+                         "sendbuf is recvbuf");
+}
+
 /* Fill nranks, rank and the device from the library, once. */
 static int
 ensure_info(PyObject *mod, commobj *self)
@@ -384,9 +417,11 @@ same_dtype(PyObject *mod, const n4p_buffer *s, const n4p_buffer *r)
 
 /* reduce and gather: the root (-1 when rootobj is None: every rank receives),
  * sendbuf, and recvbuf where it is received, of sendbuf's dtype and at least
- * `factor` times its count (`why` explains that factor in the message).  On
- * success the caller releases both buffers (a buffer that was not resolved
- * releases as a no-op). */
+ * `factor` times its count (`why` explains that factor in the message), not
+ * overlapping sendbuf except in place (the same memory for reduce; sendbuf
+ * at rank * sendcount in recvbuf for gather).  On success the caller
+ * releases both buffers (a buffer that was not resolved releases as a
+ * no-op). */
 static int
 rooted_buffers(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvobj,
                PyObject *rootobj, size_t factor, const char *why, int *root, n4p_buffer *s,
@@ -404,12 +439,20 @@ rooted_buffers(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvob
         n4p_buffer_release(s);
         return -1;
     }
-    size_t need = factor * s->count;
+    size_t need = factor * s->count, es = n4p_dtype_size(s->dtype);
     if (same_dtype(mod, s, rb) == 0) {
-        if (rb->count >= need)
-            return 0;
-        invalid(mod, "Buffer count mismatch: recvbuf must have at least %zu elements%s, got %zu",
-                need, why, rb->count);
+        if (rb->count < need)
+            invalid(mod, "Buffer count mismatch: recvbuf must have at least %zu elements%s, got "
+                    "%zu", need, why, rb->count);
+        else if (factor == 1) {
+            if (same_or_disjoint(mod, s, rb, s->count) == 0)
+                return 0;
+        } else {
+            intptr_t at = (intptr_t)((size_t)self->rank * s->count * es);
+            if (check_overlap(mod, "sendbuf", s->ptr, s->count * es, "recvbuf", rb->ptr, need * es,
+                              &at, "sendbuf is recvbuf + rank * sendcount") == 0)
+                return 0;
+        }
     }
     n4p_buffer_release(rb);
     n4p_buffer_release(s);
@@ -516,6 +559,11 @@ b_reduce_scatter(BODY_ARGS)
                 rb.count);
         goto out;
     }
+    size_t es = n4p_dtype_size(s.dtype);
+    intptr_t at = -(intptr_t)((size_t)self->rank * per * es);
+    if (check_overlap(mod, "sendbuf", s.ptr, per * (size_t)self->nranks * es, "recvbuf", rb.ptr,
+                      per * es, &at, "recvbuf is sendbuf + rank * recvcount") < 0)
+        goto out;
     ncclReduceScatter_fn fn = (ncclReduceScatter_fn)n4p_fn(mod, N4P_IDX_ncclReduceScatter);
     if (fn == NULL)
         goto out;
@@ -558,6 +606,8 @@ b_broadcast(BODY_ARGS)
                     s.count, rb.count);
             goto out;
         }
+        if (same_or_disjoint(mod, &s, &rb, s.count) < 0)
+            goto out;
     }
     ncclBroadcast_fn fn = (ncclBroadcast_fn)n4p_fn(mod, N4P_IDX_ncclBroadcast);
     if (fn == NULL)
@@ -651,6 +701,8 @@ b_alltoall(BODY_ARGS)
                 "(nranks * count), got %zu", s.count, rb.count);
         goto out;
     }
+    if (same_or_disjoint(mod, &s, &rb, per * (size_t)self->nranks) < 0)
+        goto out;
     ncclAlltoAll_fn fn = (ncclAlltoAll_fn)n4p_fn(mod, N4P_IDX_ncclAlltoAll);
     if (fn == NULL)
         goto out;
@@ -697,6 +749,11 @@ b_scatter(BODY_ARGS)
                     per, rb.count);
             goto out;
         }
+        size_t es = n4p_dtype_size(s.dtype);
+        intptr_t at = -(intptr_t)((size_t)self->rank * per * es);
+        if (check_overlap(mod, "sendbuf", s.ptr, per * (size_t)self->nranks * es, "recvbuf",
+                          rb.ptr, per * es, &at, "recvbuf is sendbuf + rank * recvcount") < 0)
+            goto out;
     }
     ncclScatter_fn fn = (ncclScatter_fn)n4p_fn(mod, N4P_IDX_ncclScatter);
     if (fn == NULL)
@@ -805,6 +862,11 @@ b_allreduce_with_bias(BODY_ARGS)
                 "got %zu and %zu", s.count, rb.count, bias.count);
         goto out;
     }
+    size_t bytes = s.count * n4p_dtype_size(s.dtype);
+    if (same_or_disjoint(mod, &s, &rb, s.count) < 0 ||
+        check_overlap(mod, "bias", bias.ptr, bytes, "recvbuf", rb.ptr, bytes, NULL,
+                      "none: bias is read after recvbuf is written") < 0)
+        goto out;
     ncclResult_t r;
     CALL(fn(s.ptr, rb.ptr, s.count, (ncclDataType_t)s.dtype, (ncclRedOp_t)op, self->comm, stream,
             bias.ptr));
@@ -883,6 +945,13 @@ b_alltoallv(BODY_ARGS)
     if (same_dtype(mod, &s, &rb) < 0 ||
         get_layout(mod, self, a[1], a[2], "sendcounts", "sdispls", "sendbuf", s.count, &sc, &sd) < 0 ||
         get_layout(mod, self, a[4], a[5], "recvcounts", "rdispls", "recvbuf", rb.count, &rc, &rd) < 0)
+        goto out;
+    /* in place: the same memory with the same layout for sending and receiving */
+    size_t nr = (size_t)self->nranks;
+    int same_layout = memcmp(sc, rc, nr * sizeof *sc) == 0 && memcmp(sd, rd, nr * sizeof *sd) == 0;
+    if (check_overlap(mod, "sendbuf", s.ptr, s.count * n4p_dtype_size(s.dtype), "recvbuf", rb.ptr,
+                      rb.count * n4p_dtype_size(rb.dtype), same_layout ? &same_address : NULL,
+                      "sendbuf is recvbuf, with the same counts and displacements") < 0)
         goto out;
     ncclResult_t r;
     CALL(fn(s.ptr, sc, sd, rb.ptr, rc, rd, (ncclDataType_t)s.dtype, self->comm, stream));

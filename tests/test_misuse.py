@@ -1,5 +1,7 @@
 """Misuse that used to give silently wrong results or crashes.
 
+- overlapping send and receive buffers (only NCCL's exact in-place forms are
+  allowed);
 - one communicator used by two threads at once, and destroy() from another
   thread while a call on the communicator is in progress;
 - a communicator inherited by a fork() child;
@@ -18,6 +20,96 @@ import nccl.core as nc
 from host_ranks import needs_host, run_ranks
 from nccl._errors import NcclInvalid
 from stub_comm import COMM, calls, stub  # noqa: F401
+
+# --------------------------------------------------------------- overlap
+
+OVERLAP = "overlap"
+
+
+def test_partial_overlap_refused(stub):
+    comm = nc.Communicator(COMM)
+    n = comm.nranks
+    x = np.zeros(8 * n, np.float32)
+    raw = np.zeros(400, np.uint8)
+    before = calls(stub)
+    for call in (
+        lambda: comm.allreduce(x[0:32], x[8:40], nc.SUM),
+        lambda: comm.allreduce(x[8:40], x[0:32], nc.SUM),
+        lambda: comm.reduce(x[0:32], x[1:33], nc.SUM),  # root=None: every rank receives
+        lambda: comm.allgather(x[1:5], x[0:4 * n]),
+        lambda: comm.gather(x[1:5], x[0:4 * n]),
+        lambda: comm.reduce_scatter(x[0:4 * n], x[1:5], nc.SUM),
+        lambda: comm.alltoall(x[0:4 * n], x[2:2 + 4 * n]),
+        lambda: comm.allreduce((raw[0:200], nc.FLOAT32), (raw[4:204], nc.FLOAT32), nc.SUM),
+        lambda: comm.allreduce((x.view(np.uint8), 128, nc.FLOAT32), x[1:], nc.SUM),
+    ):
+        with pytest.raises(NcclInvalid, match=OVERLAP):
+            call()
+    assert calls(stub) == before, "a refused call reached the library"
+    comm.allreduce(x, x, nc.SUM)
+    comm.allreduce(x[:16], x, nc.SUM)  # the call uses 16 elements of both: the same memory
+    comm.alltoall(x, x)
+    comm.allreduce(x[:8], x[8:16], nc.SUM)  # adjacent, not overlapping
+    comm.allreduce((raw[0:200], nc.FLOAT32), (raw[200:400], nc.FLOAT32), nc.SUM)
+    assert calls(stub) == before + 5
+
+
+@needs_host
+def test_overlap_refused_and_in_place_forms_correct(tmp_path):
+    code = r"""
+def refused(call):
+    try:
+        call()
+    except nc.NcclInvalid as e:
+        return "overlap" in str(e)
+    return False
+
+c = 8
+x = np.zeros(4 * c * N, np.float32)
+out = {}
+if RANK == 0:   # rooted refusals: the root refuses before the library is reached
+    out["rooted"] = [refused(f) for f in (
+        lambda: comm.reduce(x[0:c], x[1:c + 1], nc.SUM, root=0),
+        lambda: comm.broadcast(x[0:c], x[2:c + 2], root=0),
+        lambda: comm.gather(x[1:c + 1], x[0:c * N], root=0),
+        lambda: comm.scatter(x[0:c * N], x[3:c + 3], root=0),
+    )]
+base = np.arange(c * N, dtype=np.float32) + 100 * RANK
+def fresh():
+    return base.copy()
+res = {}
+a = fresh(); comm.allreduce(a, a, nc.SUM)
+res["allreduce"] = a.tolist()
+a = fresh(); comm.alltoall(a, a)
+res["alltoall"] = a.tolist()
+a = fresh(); comm.allgather(a[RANK * c:(RANK + 1) * c], a)
+res["allgather"] = a.tolist()
+a = fresh(); comm.reduce_scatter(a, a[RANK * c:(RANK + 1) * c], nc.SUM)
+res["reduce_scatter"] = a[RANK * c:(RANK + 1) * c].tolist()
+a = fresh(); comm.gather(a[RANK * c:(RANK + 1) * c], a if RANK == 0 else None, root=0)
+res["gather"] = a.tolist()
+a = fresh(); comm.scatter(a if RANK == 1 else None, a[RANK * c:(RANK + 1) * c], root=1)
+res["scatter"] = a[RANK * c:(RANK + 1) * c].tolist()
+report(res=res, **out)
+comm.destroy()
+"""
+    r0, r1 = run_ranks(tmp_path, code, 2)
+    assert r0["rooted"] == [True] * 4, r0
+    c, n = 8, 2
+    base = [np.arange(c * n, dtype=np.float32) + 100 * r for r in range(n)]
+    want = {
+        "allreduce": [base[0] + base[1]] * n,
+        "alltoall": [np.concatenate([base[s][r * c:(r + 1) * c] for s in range(n)])
+                     for r in range(n)],
+        "allgather": [np.concatenate([base[s][s * c:(s + 1) * c] for s in range(n)])] * n,
+        "reduce_scatter": [(base[0] + base[1])[r * c:(r + 1) * c] for r in range(n)],
+        "gather": [np.concatenate([base[s][s * c:(s + 1) * c] for s in range(n)]), base[1]],
+        "scatter": [base[1][r * c:(r + 1) * c] for r in range(n)],
+    }
+    for r, rep in enumerate((r0, r1)):
+        for k, v in want.items():
+            assert rep["res"][k] == v[r].tolist(), (r, k)
+
 
 # --------------------------------------------------------------- threads
 

@@ -8,10 +8,11 @@ The collectives and point-to-point calls (``allreduce``, ``reduce``,
 are resolved, validated and handed to the library without returning to
 Python.  This module adds the life cycle, resources and properties.
 
-The rules: buffers in row-major order; one call at a time per communicator
-(another thread gets NcclInvalid); unusable in a fork() child; inside a
-group every call keeps its buffers, and every handle it creates, alive until
-the outermost group end.
+The rules: buffers in row-major order; send and receive buffers disjoint or
+exactly in place; one call at a time per communicator (another thread gets
+NcclInvalid); unusable in a fork() child; inside a group every call keeps
+its buffers, and every handle it creates, alive until the outermost group
+end.
 """
 from __future__ import annotations
 
