@@ -1,14 +1,23 @@
-"""Memory that is dropped, freed or exported: mem_alloc memory stays alive
-while views exported from it (DLPack, the buffer protocol) exist, even after
-mem_free(); it is freed when the last of them goes, and a dropped buffer is
-freed on garbage collection.
+"""Memory and communicators that are dropped, freed or exported.
+
+- mem_alloc memory stays alive while views exported from it (DLPack, the
+  buffer protocol) exist, even after mem_free(); it is freed when the last
+  of them goes, and a dropped buffer is freed on garbage collection.
+- A communicator that nccl.core created and that is dropped without
+  destroy() is released on garbage collection with a ResourceWarning (by
+  abort: a finalizer must never block on peers).  The parent does not keep
+  its split children alive.  Communicator(ptr) only wraps a handle it does
+  not own, and never releases it.
 """
 from __future__ import annotations
 
+import gc
 import os
+import warnings
 
+import nccl.core as nc
 from conftest import clean_env, run_python
-from host_ranks import needs_host
+from host_ranks import needs_host, run_ranks
 
 pytestmark = needs_host
 
@@ -93,3 +102,73 @@ print(grew, kept, len(freed))
     assert (kept, total) == (220, 221), "a dropped buffer was not freed, or freed under a view"
     if "libasan" not in os.environ.get("LD_PRELOAD", ""):  # ASan's quarantine holds freed memory
         assert grew < 50 << 20, f"200 dropped 1 MiB buffers grew RSS by {grew >> 20} MiB"
+
+
+def test_unowned_wrapper_is_never_released(recording_stub):
+    recording_stub.nccl4pyStubReset()
+    comm = nc.Communicator(0x7F00_1234_5000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        del comm
+        gc.collect()
+    assert b"ncclComm" not in recording_stub.nccl4pyStubLastCall()
+
+
+def test_dropped_communicators_released_on_gc(tmp_path):
+    code = RSS + r"""
+import gc, warnings, weakref
+w = []
+with warnings.catch_warnings():
+    warnings.simplefilter("always")
+    # recorded without the warning's source (which would keep the communicator)
+    warnings.showwarning = lambda message, category, *args, **kw: w.append(
+        str(message)) if issubclass(category, ResourceWarning) else None
+    for _ in range(5):
+        comm.split(0, RANK).allreduce(np.ones(4, np.float32), np.zeros(4, np.float32), nc.SUM)
+    gc.collect()
+    before = vmsize()
+    refs = []
+    for _ in range(60):
+        child = comm.split(0, RANK)
+        refs.append(weakref.ref(child))
+        del child
+    gc.collect()
+    grew = vmsize() - before
+    alive = sum(r() is not None for r in refs)
+report(grew=grew, alive=alive, warnings=len(w), sample=w[:1])
+comm.destroy()
+"""
+    reports = run_ranks(tmp_path, code, 2)
+    for r in reports:
+        assert r["alive"] == 0, r              # the parent keeps no child alive
+        assert r["warnings"] == 65, r          # one ResourceWarning per dropped communicator
+        assert "Communicator" in r["sample"][0], r
+        assert r["grew"] < 256 << 20, r        # 60 children mapped ~1.3 GiB before
+
+
+def test_gc_of_a_communicator_does_not_wait_for_peers(tmp_path):
+    code = r"""
+import gc, time, warnings
+from nccl.bindings import NCCLError
+child = comm.split(0, RANK)
+if RANK == 0:
+    time.sleep(1.0)                     # rank 1 is blocked in the all-reduce by now
+    t0 = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        del child
+        gc.collect()
+    report(gc_seconds=time.monotonic() - t0, peer_error=None)
+else:
+    try:
+        child.allreduce(np.ones(4, np.float32), np.zeros(4, np.float32), nc.SUM)
+        err = None
+    except NCCLError as e:
+        err = type(e).__name__
+    child.abort()
+    report(gc_seconds=0, peer_error=err)
+comm.destroy()
+"""
+    r0, r1 = run_ranks(tmp_path, code, 2, NCCL4PY_HOST_TIMEOUT="8")
+    assert r1["peer_error"] == "NCCLError", r1
+    assert r0["gc_seconds"] < 6, r0   # aborted, not waiting for the peer's time-out (8 s)

@@ -12,12 +12,15 @@ The rules: buffers in row-major order; send and receive buffers disjoint or
 exactly in place; one call at a time per communicator (another thread gets
 NcclInvalid); unusable in a fork() child; inside a group every call keeps
 its buffers, and every handle it creates, alive until the outermost group
-end.
+end; a communicator created here and dropped without destroy() is aborted on
+garbage collection with a ResourceWarning.
 """
 from __future__ import annotations
 
 import contextlib
 import operator
+import sys
+import warnings
 from typing import Any, Iterator, Sequence
 
 from nccl import _nccl
@@ -77,9 +80,12 @@ class Communicator(_nccl._CommunicatorBase):
 
     ``Communicator.init(nranks, rank, unique_id, config=None)`` creates one;
     ``Communicator(ptr)`` wraps an existing ``ncclComm_t`` (which it does not
-    own); ``Communicator()`` is the null communicator.  It is a context
-    manager: leaving the block destroys it, or aborts it when an exception is
-    propagating.
+    own: it is never released on garbage collection); ``Communicator()`` is
+    the null communicator.  It is a context manager: leaving the block
+    destroys it, or aborts it when an exception is propagating.  A
+    communicator created by this class (init, from_env, init_all, split,
+    shrink, grow) and dropped without destroy() is aborted on garbage
+    collection, with a ResourceWarning.
 
     One thread at a time may call into a communicator; a fork() child cannot
     use its parent's communicators.
@@ -87,6 +93,7 @@ class Communicator(_nccl._CommunicatorBase):
 
     def __init__(self, ptr: Any = 0):
         super().__init__(operator.index(ptr) if ptr else 0)
+        self._owns = False  # made here: released on garbage collection
         self._resources: list[CommResource] = []
         self._children_in_progress: list[Communicator] = []
         self._comm_properties = None
@@ -128,7 +135,13 @@ class Communicator(_nccl._CommunicatorBase):
         devlist = [operator.index(d) for d in devices]
         if not devlist:
             return []
-        return [cls(p) for p in _b.comm_init_all(len(devlist), devlist)]
+        return [cls._owning(p) for p in _b.comm_init_all(len(devlist), devlist)]
+
+    @classmethod
+    def _owning(cls, ptr: int) -> "Communicator":
+        comm = cls(ptr)
+        comm._owns = True
+        return comm
 
     def initialize(self, nranks: int, rank: int, unique_id: Any,
                    config: NCCLConfig | None = None) -> None:
@@ -144,6 +157,7 @@ class Communicator(_nccl._CommunicatorBase):
         if not ids:
             raise NcclInvalid("unique_id must be a UniqueId or a sequence of UniqueIds")
         blob = bytearray(b"".join(_uid_bytes(u) for u in ids))
+        self._owns = True
         # inside a group the library fills the handle at the outermost group end
         self._queued(config)
         _b.comm_init_rank_scalable(self._comm_address, nranks, rank, len(ids), blob,
@@ -175,12 +189,15 @@ class Communicator(_nccl._CommunicatorBase):
         non-blocking config).  Until then it must stay alive.  from_null: made
         from the null communicator (a new rank of grow)."""
         newcomm = type(self)()
-        self._children_in_progress.append(newcomm)  # a non-blocking child fills in later
+        newcomm._owns = True
+        self._children_in_progress = [c for c in self._children_in_progress if not c.ptr]
         with contextlib.ExitStack() as stack:
             ptr = 0 if from_null else stack.enter_context(self._using(operation))
             self._queued(newcomm, config)
-            fill(ptr, newcomm._comm_address)
+            status = fill(ptr, newcomm._comm_address)
         newcomm._reset()
+        if status == _b.Result.InProgress and not newcomm.ptr:
+            self._children_in_progress.append(newcomm)
         return newcomm
 
     def split(self, color: int | None = None, key: int = 0,
@@ -275,6 +292,29 @@ class Communicator(_nccl._CommunicatorBase):
                 r.close()
             except Exception:
                 pass
+
+    def __del__(self) -> None:
+        # A communicator made here and dropped without destroy(): abort it, as
+        # a file is closed, with a ResourceWarning.  Abort and not destroy: a
+        # finalizer must not block, and destroy may wait for peers that are
+        # still in a collective (or gone).  Nothing at interpreter exit, and
+        # nothing but forgetting in a fork() child (see _take_handle).
+        if not getattr(self, "_owns", False) or not self.ptr or sys.is_finalizing():
+            return
+        ptr = self._take_handle(_ABORT)
+        for r in self._resources:
+            r._forget()  # freed with the communicator
+        self._resources = []
+        if ptr:
+            try:
+                warnings.warn(f"Communicator at {ptr:#x} was not destroyed: aborted on garbage "
+                              "collection; call destroy() (or use it as a context manager)",
+                              ResourceWarning, source=self)
+            finally:
+                try:
+                    _b.comm_abort(ptr)
+                except Exception:
+                    pass
 
     def __enter__(self) -> "Communicator":
         return self

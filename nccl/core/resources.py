@@ -46,6 +46,10 @@ class CommResource:
             if os.getpid() == self._pid:  # never the parent's library state from a child
                 self._deallocate()
 
+    def _forget(self) -> None:
+        """Closed without a library call (its communicator was aborted)."""
+        self._closed = True
+
     def _deallocate(self) -> None:  # pragma: no cover - every subclass overrides it
         raise NotImplementedError
 
