@@ -8,12 +8,12 @@ The collectives and point-to-point calls (``allreduce``, ``reduce``,
 are resolved, validated and handed to the library without returning to
 Python.  This module adds the life cycle, resources and properties.
 
-The rules: buffers in row-major order; send and receive buffers disjoint or
-exactly in place; one call at a time per communicator (another thread gets
-NcclInvalid); unusable in a fork() child; inside a group every call keeps
-its buffers, and every handle it creates, alive until the outermost group
-end; a communicator created here and dropped without destroy() is aborted on
-garbage collection with a ResourceWarning.
+The rules (docs/semantics.md): buffers in row-major order; send and receive
+buffers disjoint or exactly in place; one call at a time per communicator
+(another thread gets NcclInvalid); unusable in a fork() child; inside a
+group every call keeps its buffers, and every handle it creates, alive until
+the outermost group end; a communicator created here and dropped without
+destroy() is aborted on garbage collection with a ResourceWarning.
 """
 from __future__ import annotations
 
