@@ -8,6 +8,7 @@
  *   errors.c            NCCLError / FunctionNotFoundError / NotSupportedError
  *   structs.c           UniqueId, Config, SimInfo, ... (one generic struct type)
  *   pointerbox.c        PointerBox: stable storage for out-handles
+ *   group.c             group depth and the keep list of grouped calls
  *   wrappers.c          hand-written wrappers (out-parameters, two conventions)
  *   gpu_runtime.c       the dlopen'd HIP/CUDA runtime layer (table: gpu_runtime.h)
  *   gen/wrappers_simple.c  wrappers generated from the API table
@@ -264,7 +265,8 @@ typedef struct {
  * Accepts DLPack producers (C exchange API, __dlpack__ versioned/legacy),
  * the buffer protocol, __array_interface__ (ml_dtypes arrays),
  * __cuda_array_interface__ v3, and explicit specs (buf, count),
- * (buf, dtype), (buf, count, dtype).  Non-contiguous memory, unsupported
+ * (buf, dtype), (buf, count, dtype).  Memory whose order is not its
+ * row-major element order (the layout rule, see buffer.c), unsupported
  * dtypes, read-only receive buffers -> NcclInvalid; an object with no
  * protocol -> TypeError.  Returns 0, or -1 with an exception set and nothing
  * to release. */
@@ -279,6 +281,42 @@ int n4p_init_buffers(PyObject *mod, n4p_state *st);
 PyObject *n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames);
 PyObject *n4p_py_resolve_stream(PyObject *mod, PyObject *arg);
+
+/* Bytes per element of an NCCL data type (1 for an unknown one). */
+extern const size_t n4p_dtype_sizes[ncclNumTypes];
+static inline size_t
+n4p_dtype_size(int dtype)
+{
+    return dtype >= 0 && dtype < ncclNumTypes ? n4p_dtype_sizes[dtype] : 1;
+}
+
+/* ------------------------------------------------------------------ groups */
+
+/* group.c: the group depth of this thread, counted by the group_start /
+ * group_end / group_simulate_end wrappers, and the keep list that holds
+ * what calls made inside a group hand to the library until the outermost
+ * group end (see group.c). */
+extern _Thread_local int n4p_group_depth_tls;
+extern atomic_int n4p_groups_open;
+static inline int
+n4p_group_depth(void)
+{
+    if (atomic_load_explicit(&n4p_groups_open, memory_order_relaxed) == 0)
+        return 0; /* no thread has a group open: no thread-local read */
+    return n4p_group_depth_tls;
+}
+/* What a kept object does around the outermost group end: group_ending
+ * before the library runs the queue, group_ended after it returned (both
+ * optional, with the GIL held). */
+typedef struct {
+    void (*group_ending)(PyObject *);
+    void (*group_ended)(PyObject *);
+} n4p_keep_hooks;
+/* Move b's exports to the keep list (b is left with nothing to release). */
+void n4p_group_keep_buffer(n4p_buffer *b);
+/* Keep a new reference to o (hooks may be NULL). */
+void n4p_group_keep(PyObject *o, const n4p_keep_hooks *hooks);
+extern PyMethodDef n4p_group_methods[];
 
 /* ----------------------------------------------------------------- structs */
 

@@ -35,8 +35,12 @@
  * requires for host arrays), so __dlpack_device__ is not needed: the tensor
  * carries its device.
  *
- * Memory must be contiguous (C or Fortran order: NCCL sees a flat block);
- * strides of dimensions of size 1 are ignored, and empty arrays are fine.
+ * The layout rule: NCCL reads a buffer as one flat block, so its memory
+ * order must be its logical row-major (C) order.  Strides of dimensions of
+ * size 1 are ignored; 0-d and empty arrays are fine; any other layout
+ * (Fortran order, transposes, steps, negative or zero strides) is refused
+ * with NcclInvalid naming the argument, its shape and its strides.  Every
+ * producer goes through check_row_major().
  *
  * Lifetimes: a DLPack managed tensor is owned from the moment its capsule is
  * renamed "used_..." (or the exchange API hands it over): its deleter runs
@@ -81,7 +85,7 @@ static const char *const dtype_names[ncclNumTypes] = {
     "int8",    "uint8",   "int32",   "uint32",   "int64",         "uint64",
     "float16", "float32", "float64", "bfloat16", "float8_e4m3fn", "float8_e5m2",
 };
-static const size_t dtype_sizes[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+const size_t n4p_dtype_sizes[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 
 /* What every resolver needs to know about the argument. */
 typedef struct {
@@ -110,14 +114,6 @@ err_unsupported(const ctx_t *c, const char *desc)
                    c->name, desc);
 }
 
-static int
-err_not_contiguous(const ctx_t *c)
-{
-    return invalid(c,
-                   "%s is not contiguous: NCCL needs contiguous memory (make a contiguous "
-                   "copy, e.g. .copy() / .contiguous())",
-                   c->name);
-}
 
 static int
 err_read_only(const ctx_t *c)
@@ -218,33 +214,52 @@ element_count(Py_ssize_t n, const int64_t *shape, size_t *out)
     return 0;
 }
 
-/* Dense in row-major or column-major order, strides in units of `unit`;
- * extents of size 1 carry no constraint.  Only asked for non-empty arrays. */
-static int
-is_dense(Py_ssize_t n, const int64_t *shape, const int64_t *strides, int64_t unit)
+/* Append "(a, b, c)" (a Python tuple's repr) to buf at *pos. */
+static void
+append_tuple(char *buf, size_t n, size_t *pos, Py_ssize_t ndim, const int64_t *v)
 {
+    /* every piece is at most 22 characters and 24 stay free for the end */
+    *pos += (size_t)PyOS_snprintf(buf + *pos, n - *pos, "(");
+    Py_ssize_t i;
+    for (i = 0; i < ndim && *pos < n - 24; i++)
+        *pos += (size_t)PyOS_snprintf(buf + *pos, n - *pos, "%s%lld", i ? ", " : "",
+                                      (long long)v[i]);
+    if (i < ndim)
+        *pos += (size_t)PyOS_snprintf(buf + *pos, n - *pos, ", ...");
+    *pos += (size_t)PyOS_snprintf(buf + *pos, n - *pos, ndim == 1 ? ",)" : ")");
+}
+
+/* The layout rule (see the top of this file).  `count` is the number of
+ * elements, strides are in units of `unit` (named by `units` in the
+ * message); NULL strides mean row-major. */
+static int
+check_row_major(const ctx_t *c, Py_ssize_t ndim, const int64_t *shape, const int64_t *strides,
+                size_t count, int64_t unit, const char *units)
+{
+    if (strides == NULL || count == 0)
+        return 0;
     int64_t want = unit;
-    int c_order = 1;
-    for (Py_ssize_t i = n - 1; i >= 0; i--) {
-        if (shape[i] == 1)
-            continue;
-        if (strides[i] != want) {
-            c_order = 0;
-            break;
-        }
-        want *= shape[i];
-    }
-    if (c_order)
-        return 1;
-    want = unit;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    Py_ssize_t i;
+    for (i = ndim - 1; i >= 0; i--) {
         if (shape[i] == 1)
             continue;
         if (strides[i] != want)
-            return 0;
+            break;
         want *= shape[i];
     }
-    return 1;
+    if (i < 0)
+        return 0;
+    char desc[1024];
+    size_t pos = 0;
+    append_tuple(desc, 480, &pos, ndim, shape);
+    pos += (size_t)PyOS_snprintf(desc + pos, sizeof desc - pos, ", strides ");
+    append_tuple(desc, sizeof desc - 32, &pos, ndim, strides);
+    return invalid(c,
+                   "%s is not contiguous in row-major (C) order (shape %s %s): NCCL reads a "
+                   "buffer as one flat block in row-major order, so this layout would give "
+                   "a wrong result; pass a C-contiguous array (e.g. numpy.ascontiguousarray(x), "
+                   "x.contiguous())",
+                   c->name, desc, units);
 }
 
 /* Element type check and fill; size_t itemsize is the byte size of an
@@ -316,6 +331,22 @@ format_desc(char *buf, size_t n, const char *fmt, size_t itemsize)
     PyOS_snprintf(buf, n, "buffer format '%s' (%zu-byte items)", fmt, itemsize);
 }
 
+/* The layout rule on a Py_buffer's own arrays (the common case, without a
+ * copy); check_row_major() explains a refusal. */
+static int
+row_major_view(const Py_buffer *v)
+{
+    Py_ssize_t want = v->itemsize;
+    for (Py_ssize_t i = v->ndim - 1; i >= 0; i--) {
+        if (v->shape[i] == 1)
+            continue;
+        if (v->strides[i] != want)
+            return 0;
+        want *= v->shape[i];
+    }
+    return 1;
+}
+
 /* GETBUFFER_FAILED when the object refused to export (exception set). */
 static int
 from_buffer(const ctx_t *c, PyObject *obj, n4p_buffer *out)
@@ -329,9 +360,15 @@ from_buffer(const ctx_t *c, PyObject *obj, n4p_buffer *out)
         err_read_only(c);
         goto fail;
     }
-    if (v->ndim > 0 && v->strides != NULL && !PyBuffer_IsContiguous(v, 'A')) {
-        err_not_contiguous(c);
-        goto fail;
+    if (v->ndim > 0 && v->strides != NULL && v->len > 0 && !row_major_view(v)) {
+        int64_t shape[PyBUF_MAX_NDIM], strides[PyBUF_MAX_NDIM];
+        Py_ssize_t nd = v->ndim < PyBUF_MAX_NDIM ? v->ndim : PyBUF_MAX_NDIM;
+        for (Py_ssize_t i = 0; i < nd; i++) {
+            shape[i] = (int64_t)v->shape[i];
+            strides[i] = (int64_t)v->strides[i];
+        }
+        if (check_row_major(c, nd, shape, strides, (size_t)v->len, v->itemsize, "bytes") < 0)
+            goto fail;
     }
     int dtype = itemsize ? format_dtype(v->format, itemsize) : -1;
     if (dtype < 0 && !(c->any_dtype && itemsize)) {
@@ -413,8 +450,8 @@ fill_dl(const ctx_t *c, const n4p_dltensor *t, int readonly, n4p_buffer *out)
     if (t->ndim < 0 || (t->ndim > 0 && t->shape == NULL) ||
         element_count(t->ndim, t->shape, &count) < 0)
         return invalid(c, "%s: invalid DLPack tensor (bad ndim or shape)", c->name);
-    if (count > 0 && t->strides != NULL && !is_dense(t->ndim, t->shape, t->strides, 1))
-        return err_not_contiguous(c);
+    if (check_row_major(c, t->ndim, t->shape, t->strides, count, 1, "elements") < 0)
+        return -1;
     int dtype = dl_dtype(t->dtype);
     if (dtype < 0) {
         unsigned bits = (unsigned)t->dtype.bits * t->dtype.lanes;
@@ -825,14 +862,15 @@ iface_fill(const ctx_t *c, PyObject *obj, int cai, const iface_t *f, n4p_buffer 
         if (by_name == -2)
             return -1;
         if (by_name != -3)
-            dtype = by_name >= 0 && dtype_sizes[by_name] == itemsize ? by_name : -1;
+            dtype = by_name >= 0 && n4p_dtype_sizes[by_name] == itemsize ? by_name : -1;
     }
     if (itemsize > 0 && f->count > (size_t)PY_SSIZE_T_MAX / itemsize)
         return iface_error(c, cai ? "__cuda_array_interface__" : "__array_interface__",
                            "the array is too large");
-    if (f->count > 0 && f->strides != NULL && itemsize > 0 &&
-        !is_dense(f->ndim, f->shape, f->strides, (int64_t)itemsize))
-        return err_not_contiguous(c);
+    if (itemsize > 0 &&
+        check_row_major(c, f->ndim, f->shape, f->strides, f->count, (int64_t)itemsize,
+                        "bytes") < 0)
+        return -1;
     if (set_type(c, out, dtype, f->count, itemsize, desc) < 0)
         return -1;
     out->ptr = f->ptr;
@@ -991,13 +1029,16 @@ spec_dtype(const ctx_t *c, PyObject *o)
 {
     PyNumberMethods *nb = Py_TYPE(o)->tp_as_number;
     PyObject *v;
-    if (PyBool_Check(o) || PyFloat_Check(o)) {
+    /* a number must be an integer (__index__): never truncate 1.9 or a
+     * NumPy float scalar to a dtype */
+    if (PyBool_Check(o) || PyFloat_Check(o) ||
+        (nb != NULL && nb->nb_index == NULL && nb->nb_int != NULL)) {
         PyErr_Format(PyExc_TypeError, "%s: the dtype of a buffer spec cannot be a %.100s",
                      c->name, Py_TYPE(o)->tp_name);
         return -1;
     }
-    if (nb != NULL && (nb->nb_index != NULL || nb->nb_int != NULL))
-        v = nb->nb_index != NULL ? PyNumber_Index(o) : PyNumber_Long(o);
+    if (nb != NULL && nb->nb_index != NULL)
+        v = PyNumber_Index(o);
     else {
         PyObject *m = PyImport_ImportModule("nccl._dtypes");
         if (m == NULL)
@@ -1035,10 +1076,10 @@ static int
 apply_spec(const ctx_t *c, n4p_buffer *out, int dtype, int have_count, size_t count)
 {
     if (dtype >= 0 && dtype != out->dtype) {
-        size_t size = out->dtype == ANY_DTYPE ? 1 : dtype_sizes[out->dtype];
+        size_t size = out->dtype == ANY_DTYPE ? 1 : n4p_dtype_sizes[out->dtype];
         if (out->count > SIZE_MAX / size)
             return invalid(c, "%s: the buffer is too large", c->name);
-        size_t bytes = out->count * size, isz = dtype_sizes[dtype];
+        size_t bytes = out->count * size, isz = n4p_dtype_sizes[dtype];
         if (bytes % isz != 0)
             return invalid(c,
                            "%s: the buffer's %zu bytes are not a whole number of %s elements "
@@ -1141,9 +1182,9 @@ PyObject *
 n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames)
 {
-    static const char *const kw[] = {"obj", "name", "writable"};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "resolve_buffer", kw, 1, 3, a) < 0)
+    static const char *const kw[] = {"obj", "name", "writable", "keep"};
+    PyObject *a[4];
+    if (n4p_parse_args(args, nargs, kwnames, "resolve_buffer", kw, 1, 4, a) < 0)
         return NULL;
     const char *name = "buffer";
     if (a[1] != NULL) {
@@ -1155,7 +1196,8 @@ n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
             return NULL;
     }
     int writable = a[2] != NULL ? PyObject_IsTrue(a[2]) : 0;
-    if (writable < 0)
+    int keep = a[3] != NULL ? PyObject_IsTrue(a[3]) : 0;
+    if (writable < 0 || keep < 0)
         return NULL;
     n4p_buffer b;
     if (n4p_buffer_resolve(mod, a[0], name, writable, &b) < 0)
@@ -1176,6 +1218,8 @@ n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
                 Py_XDECREF(items[i]);
         }
     }
+    if (keep && r != NULL && n4p_group_depth() > 0)
+        n4p_group_keep_buffer(&b); /* the caller queues a call on it */
     n4p_buffer_release(&b);
     return r;
 }

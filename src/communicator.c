@@ -6,14 +6,30 @@
  * caches the communicator's size, rank and device.  Its collective and p2p
  * methods do everything in C without returning to Python: argument parsing,
  * buffer and stream resolution, validation with upstream nccl4py's messages,
- * the library call with the GIL released, and the release of the buffers.
+ * the library call with the GIL released, and the release of the buffers
+ * (inside a group they go to the group's keep list instead, see group.c).
  * Everything else of Communicator (life cycle, resources, properties) is in
  * nccl/core/communicator.py, a Python subclass.
+ *
+ * Rules checked at the entry of every call (enter()):
+ *   threads  one call at a time per communicator: `owner` is the thread
+ *            inside a call (an atomic compare-and-swap); another thread gets
+ *            NcclInvalid "in use by another thread".  A call made from
+ *            inside a call of the same thread (a producer's callback) nests.
+ *   fork     the handle belongs to the process that made it (`pid`); in a
+ *            fork() child every use is NcclInvalid, and destroy()/abort()
+ *            only forget the handle (the library state is the parent's).
+ *   groups   `pending` counts calls queued in groups not yet ending,
+ *            `active` those of a group now ending; destroy() and finalize()
+ *            refuse while either is positive, abort() waits for the
+ *            pending ones' group end (`deferred_abort`).
  */
 #include "bindings.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     PyObject_HEAD
@@ -22,7 +38,29 @@ typedef struct {
     int rank;
     int dev_type; /* DLPack device type of the communicator's memory */
     int dev_id;
+    pid_t pid;                /* the process that made or adopted the handle */
+    atomic_ulong owner;       /* thread ident inside a call on it, 0 when none */
+    int owner_depth;          /* nesting of that thread's calls (owner only) */
+    atomic_int pending;       /* calls queued in groups that have not ended */
+    atomic_int active;        /* calls of groups now ending */
+    ncclComm_t deferred_abort; /* aborted while calls were pending */
 } commobj;
+
+/* The current process id, kept up to date in fork() children. */
+static pid_t current_pid;
+
+static void
+after_fork_child(void)
+{
+    current_pid = getpid();
+}
+
+static void
+init_pid(void)
+{
+    current_pid = getpid();
+    (void)pthread_atfork(NULL, NULL, after_fork_child);
+}
 
 static const char *const dtype_names[] = {
     "Int8", "Uint8", "Int32", "Uint32", "Int64", "Uint64", "Float16", "Float32", "Float64",
@@ -58,6 +96,7 @@ reset_cache(commobj *self)
     self->dev_id = -1;
 }
 
+/* Initialized and usable in this process. */
 static int
 check_valid(PyObject *mod, commobj *self, const char *op)
 {
@@ -65,7 +104,146 @@ check_valid(PyObject *mod, commobj *self, const char *op)
         invalid(mod, "Cannot %s: Communicator not initialized", op);
         return -1;
     }
+    if (self->pid != current_pid) {
+        invalid(mod, "Cannot %s: this communicator belongs to process %d, and this is its "
+                "fork() child %d; a child cannot take part in the parent's communicators "
+                "(create a new one in the child)", op, (int)self->pid, (int)current_pid);
+        return -1;
+    }
     return 0;
+}
+
+static int
+busy(PyObject *mod, const char *op, const char *why)
+{
+    invalid(mod, "Cannot %s: the communicator is in use by another thread (%s); calls on one "
+            "communicator must not overlap: give each thread its own communicator, or "
+            "serialize the calls with a lock", op, why);
+    return -1;
+}
+
+/* Become the thread inside a call on self; -1 with NcclInvalid when another
+ * thread is. */
+static int
+enter(PyObject *mod, commobj *self, const char *op)
+{
+    if (check_valid(mod, self, op) < 0)
+        return -1;
+    unsigned long me = PyThread_get_thread_ident();
+    unsigned long expected = 0;
+    if (!atomic_compare_exchange_strong_explicit(&self->owner, &expected, me,
+                                                 memory_order_acquire, memory_order_relaxed)) {
+        if (expected != me)
+            return busy(mod, op, "a call on it has not returned");
+        self->owner_depth++;
+        return 0;
+    }
+    self->owner_depth = 1;
+    if (atomic_load_explicit(&self->active, memory_order_relaxed) > 0) {
+        atomic_store_explicit(&self->owner, 0, memory_order_release);
+        return busy(mod, op, "a group with calls on it is ending");
+    }
+    return 0;
+}
+
+static void
+leave(commobj *self)
+{
+    if (--self->owner_depth == 0)
+        atomic_store_explicit(&self->owner, 0, memory_order_release);
+}
+
+/* ----------------------------------------------------- grouped calls */
+
+static void
+abort_now(ncclComm_t comm)
+{
+    ncclCommAbort_fn fn = (ncclCommAbort_fn)n4p_fns[N4P_IDX_ncclCommAbort];
+    if (fn != NULL && comm != NULL) {
+        ncclResult_t r;
+        CALL(fn(comm));
+        (void)r; /* nothing to report it to: the communicator is already invalid */
+    }
+}
+
+static void
+comm_group_ending(PyObject *o)
+{
+    commobj *self = (commobj *)o;
+    atomic_fetch_sub(&self->pending, 1);
+    atomic_fetch_add(&self->active, 1);
+}
+
+static void
+comm_group_ended(PyObject *o)
+{
+    commobj *self = (commobj *)o;
+    atomic_fetch_sub(&self->active, 1);
+    if (self->deferred_abort != NULL && atomic_load(&self->pending) == 0 &&
+        atomic_load(&self->active) == 0) {
+        ncclComm_t c = self->deferred_abort;
+        self->deferred_abort = NULL;
+        abort_now(c);
+    }
+}
+
+static const n4p_keep_hooks comm_hooks = {comm_group_ending, comm_group_ended};
+
+/* A call on self was queued in an open group: keep self, the stream object
+ * and the buffers (with their exports) until the outermost group end. */
+static void
+keep_queued(commobj *self, PyObject *stream, n4p_buffer *a, n4p_buffer *b, n4p_buffer *c)
+{
+    n4p_buffer *bufs[3] = {a, b, c};
+    for (int i = 0; i < 3; i++)
+        if (bufs[i] != NULL)
+            n4p_group_keep_buffer(bufs[i]);
+    if (stream != NULL && stream != Py_None && !PyLong_CheckExact(stream))
+        n4p_group_keep(stream, NULL);
+    atomic_fetch_add(&self->pending, 1);
+    n4p_group_keep((PyObject *)self, &comm_hooks);
+}
+
+/* After every library call: outside a group (the common case) one
+ * thread-local read. */
+static inline void
+queued(commobj *self, PyObject *stream, n4p_buffer *a, n4p_buffer *b, n4p_buffer *c)
+{
+    if (n4p_group_depth() > 0)
+        keep_queued(self, stream, a, b, c);
+}
+
+/* ------------------------------------------------------------ overlap */
+
+/* The send and receive extents a call uses may only overlap in its in-place
+ * form, described by `form`: sendbuf starting *inplace bytes after recvbuf
+ * (a negative offset: before; NULL: no in-place form here).  Any other
+ * overlap would read memory the call has already written. */
+static int
+check_overlap(PyObject *mod, const char *sname, const void *sp, size_t sbytes, const char *rname,
+              const void *rp, size_t rbytes, const intptr_t *inplace, const char *form)
+{
+    uintptr_t s = (uintptr_t)sp, r = (uintptr_t)rp;
+    if (sbytes == 0 || rbytes == 0 || s >= r + rbytes || r >= s + sbytes)
+        return 0;
+    if (inplace != NULL && s == r + (uintptr_t)*inplace)
+        return 0;
+    invalid(mod, "%s and %s overlap (%s uses bytes [%p, %p), %s [%p, %p)) without being the "
+            "in-place form of this call (%s): the result would be wrong; use separate buffers "
+            "or the exact in-place form", sname, rname, sname, sp, (void *)(s + sbytes), rname,
+            rp, (void *)(r + rbytes), form);
+    return -1;
+}
+
+static const intptr_t same_address = 0;
+
+/* The usual case: count elements of both, in place when they coincide. */
+static int
+same_or_disjoint(PyObject *mod, const n4p_buffer *s, const n4p_buffer *rb, size_t count)
+{
+    size_t bytes = count * n4p_dtype_size(s->dtype);
+    return check_overlap(mod, "sendbuf", s->ptr, bytes, "recvbuf", rb->ptr, bytes, &same_address,
+                         "sendbuf is recvbuf");
 }
 
 /* Fill nranks, rank and the device from the library, once. */
@@ -151,20 +329,13 @@ resolve(PyObject *mod, commobj *self, PyObject *obj, const char *name, int writa
     return 0;
 }
 
-/* A reduction op: NcclRedOp / int, or a CustomRedOp (its __int__). */
+/* A reduction op: NcclRedOp / int, or a CustomRedOp (its __index__).  Only
+ * integers: a float such as 1.9 is a TypeError, never truncated. */
 static int
 get_op(PyObject *o, int *op)
 {
-    if (PyLong_Check(o) || PyIndex_Check(o))
+    if (PyLong_Check(o) || (!PyFloat_Check(o) && PyIndex_Check(o)))
         return n4p_arg_int(o, "op", op);
-    if (Py_TYPE(o)->tp_as_number != NULL && Py_TYPE(o)->tp_as_number->nb_int != NULL) {
-        PyObject *i = PyNumber_Long(o);
-        if (i == NULL)
-            return -1;
-        int rc = n4p_arg_int(i, "op", op);
-        Py_DECREF(i);
-        return rc;
-    }
     PyErr_Format(PyExc_TypeError, "op must be an NcclRedOp, a CustomRedOp or an int, not %.100s",
                  Py_TYPE(o)->tp_name);
     return -1;
@@ -215,13 +386,21 @@ finish(PyObject *mod, ncclResult_t r)
 
 #define METHOD_ARGS \
     commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
+#define BODY_ARGS \
+    PyObject *mod, commobj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
 
-#define PROLOGUE(opname)                                                                       \
-    PyObject *mod = PyType_GetModule(cls);                                                     \
-    if (mod == NULL)                                                                           \
-        return NULL;                                                                           \
-    if (check_valid(mod, self, opname) < 0 || ensure_info(mod, self) < 0)                      \
-        return NULL
+/* c_name: the method; it runs b_name (the body) between enter() and leave(). */
+#define GUARDED(name)                                                                          \
+    static PyObject *c_##name(METHOD_ARGS)                                                     \
+    {                                                                                          \
+        PyObject *mod = PyType_GetModule(cls);                                                 \
+        if (mod == NULL || enter(mod, self, #name) < 0)                                        \
+            return NULL;                                                                       \
+        PyObject *res = ensure_info(mod, self) < 0 ? NULL : b_##name(mod, self, args, nargs,   \
+                                                                     kwnames);                 \
+        leave(self);                                                                           \
+        return res;                                                                            \
+    }
 
 static int
 same_dtype(PyObject *mod, const n4p_buffer *s, const n4p_buffer *r)
@@ -238,8 +417,11 @@ same_dtype(PyObject *mod, const n4p_buffer *s, const n4p_buffer *r)
 
 /* reduce and gather: the root (-1 when rootobj is None: every rank receives),
  * sendbuf, and recvbuf where it is received, of sendbuf's dtype and at least
- * `factor` times its count (`why` explains that factor in the message).  On success release both buffers (a buffer that
- * was not resolved releases as a no-op). */
+ * `factor` times its count (`why` explains that factor in the message), not
+ * overlapping sendbuf except in place (the same memory for reduce; sendbuf
+ * at rank * sendcount in recvbuf for gather).  On success the caller
+ * releases both buffers (a buffer that was not resolved releases as a
+ * no-op). */
 static int
 rooted_buffers(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvobj,
                PyObject *rootobj, size_t factor, const char *why, int *root, n4p_buffer *s,
@@ -257,12 +439,20 @@ rooted_buffers(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvob
         n4p_buffer_release(s);
         return -1;
     }
-    size_t need = factor * s->count;
+    size_t need = factor * s->count, es = n4p_dtype_size(s->dtype);
     if (same_dtype(mod, s, rb) == 0) {
-        if (rb->count >= need)
-            return 0;
-        invalid(mod, "Buffer count mismatch: recvbuf must have at least %zu elements%s, got %zu",
-                need, why, rb->count);
+        if (rb->count < need)
+            invalid(mod, "Buffer count mismatch: recvbuf must have at least %zu elements%s, got "
+                    "%zu", need, why, rb->count);
+        else if (factor == 1) {
+            if (same_or_disjoint(mod, s, rb, s->count) == 0)
+                return 0;
+        } else {
+            intptr_t at = (intptr_t)((size_t)self->rank * s->count * es);
+            if (check_overlap(mod, "sendbuf", s->ptr, s->count * es, "recvbuf", rb->ptr, need * es,
+                              &at, "sendbuf is recvbuf + rank * sendcount") == 0)
+                return 0;
+        }
     }
     n4p_buffer_release(rb);
     n4p_buffer_release(s);
@@ -294,6 +484,7 @@ reduce_impl(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvobj, 
         CALL(fn(s.ptr, rb.ptr, s.count, (ncclDataType_t)s.dtype, (ncclRedOp_t)op, root,
                 self->comm, stream));
     }
+    queued(self, streamobj, &s, &rb, NULL);
     res = finish(mod, r);
 out:
     n4p_buffer_release(&rb);
@@ -302,26 +493,26 @@ out:
 }
 
 static PyObject *
-c_allreduce(METHOD_ARGS)
+b_allreduce(BODY_ARGS)
 {
     static const char *const kw[] = {"sendbuf", "recvbuf", "op", "stream", NULL};
     PyObject *a[4];
-    PROLOGUE("allreduce");
     if (parse(args, nargs, kwnames, "allreduce", kw, 3, 4, 4, a) < 0)
         return NULL;
     return reduce_impl(mod, self, a[0], a[1], a[2], NULL, a[3]);
 }
+GUARDED(allreduce)
 
 static PyObject *
-c_reduce(METHOD_ARGS)
+b_reduce(BODY_ARGS)
 {
     static const char *const kw[] = {"sendbuf", "recvbuf", "op", "root", "stream", NULL};
     PyObject *a[5];
-    PROLOGUE("reduce");
     if (parse(args, nargs, kwnames, "reduce", kw, 3, 4, 5, a) < 0)
         return NULL;
     return reduce_impl(mod, self, a[0], a[1], a[2], a[3], a[4]);
 }
+GUARDED(reduce)
 
 /* reduce_scatter and alltoall: both buffers, same dtype, and at least one
  * element of sendbuf per rank; *per is sendbuf's count / nranks. */
@@ -348,11 +539,10 @@ per_rank_buffers(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recv
 }
 
 static PyObject *
-c_reduce_scatter(METHOD_ARGS)
+b_reduce_scatter(BODY_ARGS)
 {
     static const char *const kw[] = {"sendbuf", "recvbuf", "op", "stream", NULL};
     PyObject *a[4];
-    PROLOGUE("reduce_scatter");
     if (parse(args, nargs, kwnames, "reduce_scatter", kw, 3, 3, 4, a) < 0)
         return NULL;
     int op;
@@ -369,26 +559,32 @@ c_reduce_scatter(METHOD_ARGS)
                 rb.count);
         goto out;
     }
+    size_t es = n4p_dtype_size(s.dtype);
+    intptr_t at = -(intptr_t)((size_t)self->rank * per * es);
+    if (check_overlap(mod, "sendbuf", s.ptr, per * (size_t)self->nranks * es, "recvbuf", rb.ptr,
+                      per * es, &at, "recvbuf is sendbuf + rank * recvcount") < 0)
+        goto out;
     ncclReduceScatter_fn fn = (ncclReduceScatter_fn)n4p_fn(mod, N4P_IDX_ncclReduceScatter);
     if (fn == NULL)
         goto out;
     ncclResult_t r;
     CALL(fn(s.ptr, rb.ptr, per, (ncclDataType_t)s.dtype, (ncclRedOp_t)op, self->comm, stream));
+    queued(self, a[3], &s, &rb, NULL);
     res = finish(mod, r);
 out:
     n4p_buffer_release(&rb);
     n4p_buffer_release(&s);
     return res;
 }
+GUARDED(reduce_scatter)
 
 /* ---------------------------------------------------------- data movement */
 
 static PyObject *
-c_broadcast(METHOD_ARGS)
+b_broadcast(BODY_ARGS)
 {
     static const char *const kw[] = {"sendbuf", "recvbuf", "root", "stream", NULL};
     PyObject *a[4];
-    PROLOGUE("broadcast");
     if (parse(args, nargs, kwnames, "broadcast", kw, 3, 3, 4, a) < 0)
         return NULL;
     int root;
@@ -410,6 +606,8 @@ c_broadcast(METHOD_ARGS)
                     s.count, rb.count);
             goto out;
         }
+        if (same_or_disjoint(mod, &s, &rb, s.count) < 0)
+            goto out;
     }
     ncclBroadcast_fn fn = (ncclBroadcast_fn)n4p_fn(mod, N4P_IDX_ncclBroadcast);
     if (fn == NULL)
@@ -417,6 +615,7 @@ c_broadcast(METHOD_ARGS)
     ncclResult_t r;
     CALL(fn(is_root ? s.ptr : NULL, rb.ptr, rb.count, (ncclDataType_t)rb.dtype, root, self->comm,
             stream));
+    queued(self, a[3], &s, &rb, NULL);
     res = finish(mod, r);
 out:
     if (is_root)
@@ -425,6 +624,7 @@ out_r:
     n4p_buffer_release(&rb);
     return res;
 }
+GUARDED(broadcast)
 
 static PyObject *
 gather_impl(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvobj, PyObject *rootobj,
@@ -451,6 +651,7 @@ gather_impl(PyObject *mod, commobj *self, PyObject *sendobj, PyObject *recvobj, 
             goto out;
         CALL(fn(s.ptr, rb.ptr, s.count, (ncclDataType_t)s.dtype, root, self->comm, stream));
     }
+    queued(self, streamobj, &s, &rb, NULL);
     res = finish(mod, r);
 out:
     n4p_buffer_release(&rb);
@@ -459,33 +660,32 @@ out:
 }
 
 static PyObject *
-c_allgather(METHOD_ARGS)
+b_allgather(BODY_ARGS)
 {
     static const char *const kw[] = {"sendbuf", "recvbuf", "stream", NULL};
     PyObject *a[3];
-    PROLOGUE("allgather");
     if (parse(args, nargs, kwnames, "allgather", kw, 2, 3, 3, a) < 0)
         return NULL;
     return gather_impl(mod, self, a[0], a[1], NULL, a[2]);
 }
+GUARDED(allgather)
 
 static PyObject *
-c_gather(METHOD_ARGS)
+b_gather(BODY_ARGS)
 {
     static const char *const kw[] = {"sendbuf", "recvbuf", "root", "stream", NULL};
     PyObject *a[4];
-    PROLOGUE("gather");
     if (parse(args, nargs, kwnames, "gather", kw, 2, 3, 4, a) < 0)
         return NULL;
     return gather_impl(mod, self, a[0], a[1], a[2], a[3]);
 }
+GUARDED(gather)
 
 static PyObject *
-c_alltoall(METHOD_ARGS)
+b_alltoall(BODY_ARGS)
 {
     static const char *const kw[] = {"sendbuf", "recvbuf", "stream", NULL};
     PyObject *a[3];
-    PROLOGUE("alltoall");
     if (parse(args, nargs, kwnames, "alltoall", kw, 2, 2, 3, a) < 0)
         return NULL;
     cudaStream_t stream;
@@ -501,24 +701,27 @@ c_alltoall(METHOD_ARGS)
                 "(nranks * count), got %zu", s.count, rb.count);
         goto out;
     }
+    if (same_or_disjoint(mod, &s, &rb, per * (size_t)self->nranks) < 0)
+        goto out;
     ncclAlltoAll_fn fn = (ncclAlltoAll_fn)n4p_fn(mod, N4P_IDX_ncclAlltoAll);
     if (fn == NULL)
         goto out;
     ncclResult_t r;
     CALL(fn(s.ptr, rb.ptr, per, (ncclDataType_t)s.dtype, self->comm, stream));
+    queued(self, a[2], &s, &rb, NULL);
     res = finish(mod, r);
 out:
     n4p_buffer_release(&rb);
     n4p_buffer_release(&s);
     return res;
 }
+GUARDED(alltoall)
 
 static PyObject *
-c_scatter(METHOD_ARGS)
+b_scatter(BODY_ARGS)
 {
     static const char *const kw[] = {"sendbuf", "recvbuf", "root", "stream", NULL};
     PyObject *a[4];
-    PROLOGUE("scatter");
     if (parse(args, nargs, kwnames, "scatter", kw, 3, 3, 4, a) < 0)
         return NULL;
     int root;
@@ -546,6 +749,11 @@ c_scatter(METHOD_ARGS)
                     per, rb.count);
             goto out;
         }
+        size_t es = n4p_dtype_size(s.dtype);
+        intptr_t at = -(intptr_t)((size_t)self->rank * per * es);
+        if (check_overlap(mod, "sendbuf", s.ptr, per * (size_t)self->nranks * es, "recvbuf",
+                          rb.ptr, per * es, &at, "recvbuf is sendbuf + rank * recvcount") < 0)
+            goto out;
     }
     ncclScatter_fn fn = (ncclScatter_fn)n4p_fn(mod, N4P_IDX_ncclScatter);
     if (fn == NULL)
@@ -553,6 +761,7 @@ c_scatter(METHOD_ARGS)
     ncclResult_t r;
     CALL(fn(is_root ? s.ptr : NULL, rb.ptr, rb.count, (ncclDataType_t)rb.dtype, root, self->comm,
             stream));
+    queued(self, a[3], &s, &rb, NULL);
     res = finish(mod, r);
 out:
     if (is_root)
@@ -561,6 +770,7 @@ out_r:
     n4p_buffer_release(&rb);
     return res;
 }
+GUARDED(scatter)
 
 /* ------------------------------------------------------------------- p2p */
 
@@ -587,12 +797,14 @@ p2p_impl(PyObject *mod, commobj *self, PyObject *const *args, Py_ssize_t nargs,
         ncclSend_fn fn = (ncclSend_fn)n4p_fn(mod, N4P_IDX_ncclSend);
         if (fn != NULL) {
             CALL(fn(b.ptr, b.count, (ncclDataType_t)b.dtype, peer, self->comm, stream));
+            queued(self, a[2], &b, NULL, NULL);
             res = finish(mod, r);
         }
     } else {
         ncclRecv_fn fn = (ncclRecv_fn)n4p_fn(mod, N4P_IDX_ncclRecv);
         if (fn != NULL) {
             CALL(fn(b.ptr, b.count, (ncclDataType_t)b.dtype, peer, self->comm, stream));
+            queued(self, a[2], &b, NULL, NULL);
             res = finish(mod, r);
         }
     }
@@ -601,27 +813,26 @@ p2p_impl(PyObject *mod, commobj *self, PyObject *const *args, Py_ssize_t nargs,
 }
 
 static PyObject *
-c_send(METHOD_ARGS)
+b_send(BODY_ARGS)
 {
-    PROLOGUE("send");
     return p2p_impl(mod, self, args, nargs, kwnames, 1);
 }
+GUARDED(send)
 
 static PyObject *
-c_recv(METHOD_ARGS)
+b_recv(BODY_ARGS)
 {
-    PROLOGUE("recv");
     return p2p_impl(mod, self, args, nargs, kwnames, 0);
 }
+GUARDED(recv)
 
 /* ------------------------------------------------------------ RCCL extras */
 
 static PyObject *
-c_allreduce_with_bias(METHOD_ARGS)
+b_allreduce_with_bias(BODY_ARGS)
 {
     static const char *const kw[] = {"sendbuf", "recvbuf", "op", "bias", "stream", NULL};
     PyObject *a[5];
-    PROLOGUE("allreduce_with_bias");
     if (parse(args, nargs, kwnames, "allreduce_with_bias", kw, 4, 4, 5, a) < 0)
         return NULL;
     ncclAllReduceWithBias_fn fn = (ncclAllReduceWithBias_fn)n4p_fn(mod, N4P_IDX_ncclAllReduceWithBias);
@@ -651,9 +862,15 @@ c_allreduce_with_bias(METHOD_ARGS)
                 "got %zu and %zu", s.count, rb.count, bias.count);
         goto out;
     }
+    size_t bytes = s.count * n4p_dtype_size(s.dtype);
+    if (same_or_disjoint(mod, &s, &rb, s.count) < 0 ||
+        check_overlap(mod, "bias", bias.ptr, bytes, "recvbuf", rb.ptr, bytes, NULL,
+                      "none: bias is read after recvbuf is written") < 0)
+        goto out;
     ncclResult_t r;
     CALL(fn(s.ptr, rb.ptr, s.count, (ncclDataType_t)s.dtype, (ncclRedOp_t)op, self->comm, stream,
             bias.ptr));
+    queued(self, a[4], &s, &rb, &bias);
     res = finish(mod, r);
 out:
     n4p_buffer_release(&bias);
@@ -663,6 +880,7 @@ out_s:
     n4p_buffer_release(&s);
     return res;
 }
+GUARDED(allreduce_with_bias)
 
 /* counts/displacements: one per rank, non-negative; extents within the buffer */
 static int
@@ -704,12 +922,11 @@ fail:
 }
 
 static PyObject *
-c_alltoallv(METHOD_ARGS)
+b_alltoallv(BODY_ARGS)
 {
     static const char *const kw[] = {"sendbuf", "sendcounts", "sdispls", "recvbuf", "recvcounts",
                                      "rdispls", "stream", NULL};
     PyObject *a[7];
-    PROLOGUE("alltoallv");
     if (parse(args, nargs, kwnames, "alltoallv", kw, 6, 6, 7, a) < 0)
         return NULL;
     ncclAllToAllv_fn fn = (ncclAllToAllv_fn)n4p_fn(mod, N4P_IDX_ncclAllToAllv);
@@ -729,8 +946,16 @@ c_alltoallv(METHOD_ARGS)
         get_layout(mod, self, a[1], a[2], "sendcounts", "sdispls", "sendbuf", s.count, &sc, &sd) < 0 ||
         get_layout(mod, self, a[4], a[5], "recvcounts", "rdispls", "recvbuf", rb.count, &rc, &rd) < 0)
         goto out;
+    /* in place: the same memory with the same layout for sending and receiving */
+    size_t nr = (size_t)self->nranks;
+    int same_layout = memcmp(sc, rc, nr * sizeof *sc) == 0 && memcmp(sd, rd, nr * sizeof *sd) == 0;
+    if (check_overlap(mod, "sendbuf", s.ptr, s.count * n4p_dtype_size(s.dtype), "recvbuf", rb.ptr,
+                      rb.count * n4p_dtype_size(rb.dtype), same_layout ? &same_address : NULL,
+                      "sendbuf is recvbuf, with the same counts and displacements") < 0)
+        goto out;
     ncclResult_t r;
     CALL(fn(s.ptr, sc, sd, rb.ptr, rc, rd, (ncclDataType_t)s.dtype, self->comm, stream));
+    queued(self, a[6], &s, &rb, NULL);
     res = finish(mod, r);
 out:
     PyMem_Free(sc);
@@ -742,6 +967,7 @@ out_s:
     n4p_buffer_release(&s);
     return res;
 }
+GUARDED(alltoallv)
 
 /* ------------------------------------------------------------ the type */
 
@@ -756,6 +982,7 @@ cb_init(commobj *self, PyObject *args, PyObject *kwds)
     if (v != NULL && v != Py_None && n4p_arg_ptr(v, "ptr", &p) < 0)
         return -1;
     self->comm = (ncclComm_t)p;
+    self->pid = current_pid;
     reset_cache(self);
     return 0;
 }
@@ -785,8 +1012,125 @@ cb_set_ptr(commobj *self, PyObject *v)
     if (v != Py_None && n4p_arg_ptr(v, "ptr", &p) < 0)
         return NULL;
     self->comm = (ncclComm_t)p;
+    self->pid = current_pid; /* made (or adopted) by this process */
     reset_cache(self);
     Py_RETURN_NONE;
+}
+
+/* The module of a METH_METHOD call, and its one string argument. */
+static PyObject *
+method_str_arg(PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs, const char *fname,
+               const char **op)
+{
+    if (nargs < 1 || !PyUnicode_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "%s() needs the operation's name", fname);
+        return NULL;
+    }
+    if ((*op = PyUnicode_AsUTF8(args[0])) == NULL)
+        return NULL;
+    return PyType_GetModule(cls);
+}
+
+static PyObject *
+cb_check(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+         PyObject *Py_UNUSED(kwnames))
+{
+    const char *op;
+    PyObject *mod = method_str_arg(cls, args, nargs, "_check", &op);
+    if (mod == NULL || check_valid(mod, self, op) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* _acquire(op, exclusive=False) -> handle: become the thread using the
+ * communicator (as the C methods do at their entry) until _release().
+ * exclusive: also refuse while calls on it are queued in an open group. */
+static PyObject *
+cb_acquire(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+           PyObject *Py_UNUSED(kwnames))
+{
+    const char *op;
+    PyObject *mod = method_str_arg(cls, args, nargs, "_acquire", &op);
+    if (mod == NULL || enter(mod, self, op) < 0)
+        return NULL;
+    int exclusive = nargs > 1 ? PyObject_IsTrue(args[1]) : 0;
+    if (exclusive != 0 && (exclusive < 0 || atomic_load(&self->pending) > 0)) {
+        if (exclusive > 0)
+            invalid(mod, "Cannot %s: calls on this communicator are queued in an open group; "
+                    "end the group (group_end) first", op);
+        leave(self);
+        return NULL;
+    }
+    return PyLong_FromVoidPtr(self->comm);
+}
+
+static PyObject *
+cb_release(commobj *self, PyObject *Py_UNUSED(unused))
+{
+    if (self->owner_depth > 0 &&
+        atomic_load(&self->owner) == PyThread_get_thread_ident())
+        leave(self);
+    Py_RETURN_NONE;
+}
+
+/* _take_handle(abort) -> handle to destroy (abort: to abort), or 0 when
+ * there is nothing for the library to do: a null communicator, a fork()
+ * child (the handle is only forgotten: the library state is the parent's),
+ * or an abort while calls are queued in an open group (carried out when
+ * that group ends).  The communicator is null afterwards.  destroy refuses
+ * (NcclInvalid) while another thread is in a call on it or while calls on it
+ * are queued; abort never refuses: it is how another thread interrupts a
+ * blocked call. */
+static PyObject *
+cb_take_handle(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *Py_UNUSED(kwnames))
+{
+    PyObject *mod = PyType_GetModule(cls);
+    if (mod == NULL)
+        return NULL;
+    int is_abort = nargs > 0 ? PyObject_IsTrue(args[0]) : 0;
+    if (is_abort < 0)
+        return NULL;
+    ncclComm_t h = self->comm;
+    if (h == NULL)
+        return PyLong_FromLong(0);
+    if (self->pid != current_pid) {
+        self->comm = NULL;
+        reset_cache(self);
+        return PyLong_FromLong(0);
+    }
+    if (!is_abort) {
+        if (atomic_load(&self->owner) != 0 || atomic_load(&self->active) > 0) {
+            busy(mod, "destroy", "a call on it has not returned; abort() interrupts it");
+            return NULL;
+        }
+        if (atomic_load(&self->pending) > 0) {
+            invalid(mod, "Cannot destroy: calls on this communicator are queued in an open group "
+                    "and run at its end; end the group (group_end) first, or abort()");
+            return NULL;
+        }
+    }
+    self->comm = NULL;
+    reset_cache(self);
+    if (is_abort && atomic_load(&self->pending) > 0) {
+        self->deferred_abort = h;
+        return PyLong_FromLong(0);
+    }
+    return PyLong_FromVoidPtr(h);
+}
+
+/* _queued(*objs) -> bool: inside a group, count a call queued on this
+ * communicator (so that destroy waits for its group end) and keep objs
+ * alive until the outermost group end; outside a group, False. */
+static PyObject *
+cb_queued(commobj *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (n4p_group_depth() == 0)
+        Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        n4p_group_keep(args[i], NULL);
+    keep_queued(self, NULL, NULL, NULL, NULL);
+    Py_RETURN_TRUE;
 }
 
 static PyObject *
@@ -845,7 +1189,21 @@ static PyMethodDef cb_methods[] = {
                        "stream=None)\nRCCL only; counts and displacements in elements, one per rank."),
     {"_info", (PyCFunction)(void (*)(void))cb_info, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
      "(nranks, rank, DLPack device type, device id), queried once and cached."},
-    {"_set_ptr", (PyCFunction)cb_set_ptr, METH_O, "Replace the handle and forget cached info."},
+    {"_set_ptr", (PyCFunction)cb_set_ptr, METH_O,
+     "Replace the handle (made or adopted by this process) and forget cached info."},
+    {"_check", (PyCFunction)(void (*)(void))cb_check, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "_check(op): NcclInvalid unless the communicator is initialized and of this process."},
+    {"_acquire", (PyCFunction)(void (*)(void))cb_acquire,
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "_acquire(op, exclusive=False) -> handle: use the communicator from this thread until "
+     "_release() (NcclInvalid when another thread is in a call on it)."},
+    {"_release", (PyCFunction)cb_release, METH_NOARGS, "End what _acquire() began."},
+    {"_take_handle", (PyCFunction)(void (*)(void))cb_take_handle,
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "_take_handle(abort) -> handle for ncclCommDestroy/ncclCommAbort, or 0 (nothing to do); "
+     "the communicator is null afterwards."},
+    {"_queued", (PyCFunction)(void (*)(void))cb_queued, METH_FASTCALL,
+     "_queued(*objs) -> bool: inside a group, keep objs and count a queued call."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -879,6 +1237,8 @@ static PyType_Spec cb_spec = {
 int
 n4p_init_communicator(PyObject *mod, n4p_state *st)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    (void)pthread_once(&once, init_pid);
     PyObject *tp = PyType_FromModuleAndSpec(mod, &cb_spec, NULL);
     if (tp == NULL)
         return -1;

@@ -22,8 +22,10 @@ static PyMethodDef module_methods[] = {
      "{struct name: (sizeof, [(field, offset, type code)])}"},
     {"resolve_buffer", (PyCFunction)(void (*)(void))n4p_py_resolve_buffer,
      METH_FASTCALL | METH_KEYWORDS,
-     "resolve_buffer(obj, name='buffer', writable=False)\n--\n\n"
-     "(ptr, count, nccl dtype, DLPack device type, device id, readonly) of a buffer argument."},
+     "resolve_buffer(obj, name='buffer', writable=False, keep=False)\n--\n\n"
+     "(ptr, count, nccl dtype, DLPack device type, device id, readonly) of a buffer argument.\n"
+     "With keep=True inside a group, obj and its export stay alive until the outermost "
+     "group end (for a call queued on the returned address)."},
     {"resolve_stream", (PyCFunction)n4p_py_resolve_stream, METH_O,
      "resolve_stream(obj)\n--\n\nThe stream handle (int) of a stream argument."},
     {NULL, NULL, 0, NULL},
@@ -38,7 +40,8 @@ module_exec(PyObject *mod)
         n4p_init_communicator(mod, st) < 0 || n4p_init_gpu_runtime(mod, st) < 0)
         return -1;
     if (PyModule_AddFunctions(mod, n4p_generated_methods) < 0 ||
-        PyModule_AddFunctions(mod, n4p_wrapper_methods) < 0)
+        PyModule_AddFunctions(mod, n4p_wrapper_methods) < 0 ||
+        PyModule_AddFunctions(mod, n4p_group_methods) < 0)
         return -1;
     if (PyModule_AddIntConstant(mod, "API_COUNT", N4P_API_COUNT) < 0 ||
         PyModule_AddIntConstant(mod, "ABI_VERSION", NCCL4PY_ABI_VERSION_CODE) < 0)

@@ -720,35 +720,6 @@ w_wait_signal(FASTCALL_ARGS)
     return n4p_status_none(mod, r);
 }
 
-/* --------------------------------------------------------------- groups */
-
-static PyObject *
-w_group_simulate_end(FASTCALL_ARGS)
-{
-    static const char *const kw[] = {"sim_info", NULL};
-    PyObject *a[1];
-    PARSE("group_simulate_end", kw, 0, 1, a);
-    GETFN(ncclGroupSimulateEnd);
-    n4p_state *st = n4p_get_state(mod);
-    ncclResult_t r;
-    if (a[0] == NULL) {
-        PyObject *obj = n4p_struct_new(st, N4P_S_SIM_INFO);
-        if (obj == NULL)
-            return NULL;
-        CALL(fn((ncclSimInfo_t *)n4p_struct_ptr(st, N4P_S_SIM_INFO, obj)));
-        if (n4p_status_failed(r)) {
-            Py_DECREF(obj);
-            return n4p_raise_status(mod, r);
-        }
-        return obj;
-    }
-    void *p;
-    if (n4p_arg_struct(st, N4P_S_SIM_INFO, a[0], "sim_info", 0, &p) < 0)
-        return NULL;
-    CALL(fn((ncclSimInfo_t *)p));
-    return n4p_status_none(mod, r);
-}
-
 /* --------------------------------------------------- device communicators */
 
 static PyObject *
@@ -947,7 +918,6 @@ PyMethodDef n4p_wrapper_methods[] = {
     M(win_get_user_ptr),
     M(red_op_create_pre_mul_sum),
     M(wait_signal),
-    M(group_simulate_end),
     M(dev_comm_create),
     M(dev_comm_destroy),
     M(get_lsa_multimem_device_pointer),

@@ -9,15 +9,7 @@ import pytest
 
 import nccl.core as nc
 from conftest import memory_growth
-
-COMM = 0x7F00_1234_5000
-
-
-@pytest.fixture
-def stub(recording_stub):
-    recording_stub.nccl4pyStubReset()
-    yield recording_stub
-    recording_stub.nccl4pyStubReset()
+from stub_comm import COMM, stub  # noqa: F401
 
 
 def record(stub) -> dict:

@@ -13,6 +13,7 @@ import gen_api
 import pytest
 
 import nccl.bindings as b
+from nccl import _nccl
 
 TABLE = gen_api.parse_table()
 BY_PY = {e.pyname: e for e in TABLE}
@@ -373,6 +374,31 @@ def case_wait_signal(stub):
         b.wait_signal(3, descs, PTRS[0], PTRS[1])
 
 
+def case_group_start(stub):
+    assert _nccl._group_depth() == 0
+    assert b.group_start() is None
+    assert last(stub) == "ncclGroupStart" and _nccl._group_depth() == 1
+    stub.nccl4pyStubSetResult(5)
+    with pytest.raises(b.NCCLError):
+        b.group_start()  # a failed start opens no group
+    stub.nccl4pyStubSetResult(0)
+    assert _nccl._group_depth() == 1
+    b.group_end()
+
+
+def case_group_end(stub):
+    b.group_start()
+    b.group_start()
+    assert b.group_end() is None and _nccl._group_depth() == 1
+    stub.nccl4pyStubSetResult(5)
+    with pytest.raises(b.NCCLError):
+        b.group_end()  # the library leaves the group even when its end fails
+    stub.nccl4pyStubSetResult(0)
+    assert _nccl._group_depth() == 0
+    b.group_end()  # unmatched (the stub does not mind): the depth stays 0
+    assert last(stub) == "ncclGroupEnd" and _nccl._group_depth() == 0
+
+
 def case_group_simulate_end(stub):
     e = BY_PY["group_simulate_end"]
     info = b.group_simulate_end()
@@ -380,7 +406,8 @@ def case_group_simulate_end(stub):
     assert info.estimated_time == 1.5 + idx(e)
     assert info.magic == 0x74685283
     out = b.SimInfo()
-    assert b.group_simulate_end(out.ptr) is None
+    b.group_start()
+    assert b.group_simulate_end(out.ptr) is None and _nccl._group_depth() == 0
     assert fields(last(stub))["simInfo"] == f"siminfo:{out.ptr:#x}"
     assert out.estimated_time == 1.5 + idx(e)
 

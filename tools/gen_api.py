@@ -57,6 +57,9 @@ C_TYPES = {
     "out_u64": "uint64_t*",
 }
 RET_TYPES = {"status": "ncclResult_t", "cstr": "const char*"}
+# Entries with simple parameters that still have a hand-written wrapper:
+# the group calls count the group depth (src/group.c).
+HAND_WRITTEN = {"ncclGroupStart", "ncclGroupEnd"}
 
 # Kinds a generated wrapper converts from one Python int, and the converter.
 SIMPLE_KINDS = {
@@ -107,7 +110,8 @@ class Entry:
 
     @property
     def simple(self) -> bool:
-        return self.ret == "status" and all(p.kind in SIMPLE_KINDS for p in self.params)
+        return (self.ret == "status" and self.name not in HAND_WRITTEN
+                and all(p.kind in SIMPLE_KINDS for p in self.params))
 
     def proto(self, fname: str) -> str:
         ps = ", ".join(f"{p.ctype} {p.name}" for p in self.params) or "void"

@@ -4,6 +4,12 @@ Addresses, handles and streams are Python ints.  Functions that create a
 handle accept both calling conventions of upstream nccl4py (0.2: the handle
 is returned; 0.3: the address of caller storage such as
 ``PointerBox().address`` is passed and the status is returned).
+
+Lifetimes are the caller's business here: the memory behind an address, and
+the storage an out-parameter points to, must stay valid until the library is
+done with it - for a call queued in a group, until the outermost
+``group_end`` returns (``nccl.core`` keeps its arguments alive by itself).
+Arguments are integers (``__index__``); floats are a ``TypeError``.
 """
 from __future__ import annotations
 

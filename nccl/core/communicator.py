@@ -7,10 +7,21 @@ The collectives and point-to-point calls (``allreduce``, ``reduce``,
 (``nccl._nccl._CommunicatorBase``, src/communicator.c): buffers and streams
 are resolved, validated and handed to the library without returning to
 Python.  This module adds the life cycle, resources and properties.
+
+The rules (docs/semantics.md): buffers in row-major order; send and receive
+buffers disjoint or exactly in place; one call at a time per communicator
+(another thread gets NcclInvalid); unusable in a fork() child; inside a
+group every call keeps its buffers, and every handle it creates, alive until
+the outermost group end; a communicator created here and dropped without
+destroy() is aborted on garbage collection with a ResourceWarning.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+import operator
+import sys
+import warnings
+from typing import Any, Iterator, Sequence
 
 from nccl import _nccl
 from nccl import bindings as _b
@@ -61,17 +72,28 @@ def _uid_bytes(unique_id: Any) -> bytes:
     return data
 
 
+_DESTROY, _ABORT = False, True
+
+
 class Communicator(_nccl._CommunicatorBase):
     """An NCCL/RCCL communicator.
 
     ``Communicator.init(nranks, rank, unique_id, config=None)`` creates one;
-    ``Communicator(ptr)`` wraps an existing ``ncclComm_t``; ``Communicator()``
-    is the null communicator.  It is a context manager: leaving the block
-    destroys it, or aborts it when an exception is propagating.
+    ``Communicator(ptr)`` wraps an existing ``ncclComm_t`` (which it does not
+    own: it is never released on garbage collection); ``Communicator()`` is
+    the null communicator.  It is a context manager: leaving the block
+    destroys it, or aborts it when an exception is propagating.  A
+    communicator created by this class (init, from_env, init_all, split,
+    shrink, grow) and dropped without destroy() is aborted on garbage
+    collection, with a ResourceWarning.
+
+    One thread at a time may call into a communicator; a fork() child cannot
+    use its parent's communicators.
     """
 
     def __init__(self, ptr: Any = 0):
-        super().__init__(int(ptr) if ptr else 0)
+        super().__init__(operator.index(ptr) if ptr else 0)
+        self._owns = False  # made here: released on garbage collection
         self._resources: list[CommResource] = []
         self._children_in_progress: list[Communicator] = []
         self._comm_properties = None
@@ -110,10 +132,16 @@ class Communicator(_nccl._CommunicatorBase):
         elif not isinstance(devices, (list, tuple, range)):
             raise TypeError("devices must be an integer, sequence of integers, or None, "
                             f"got {type(devices).__name__}")
-        devlist = [int(d) for d in devices]
+        devlist = [operator.index(d) for d in devices]
         if not devlist:
             return []
-        return [cls(p) for p in _b.comm_init_all(len(devlist), devlist)]
+        return [cls._owning(p) for p in _b.comm_init_all(len(devlist), devlist)]
+
+    @classmethod
+    def _owning(cls, ptr: int) -> "Communicator":
+        comm = cls(ptr)
+        comm._owns = True
+        return comm
 
     def initialize(self, nranks: int, rank: int, unique_id: Any,
                    config: NCCLConfig | None = None) -> None:
@@ -129,6 +157,9 @@ class Communicator(_nccl._CommunicatorBase):
         if not ids:
             raise NcclInvalid("unique_id must be a UniqueId or a sequence of UniqueIds")
         blob = bytearray(b"".join(_uid_bytes(u) for u in ids))
+        self._owns = True
+        # inside a group the library fills the handle at the outermost group end
+        self._queued(config)
         _b.comm_init_rank_scalable(self._comm_address, nranks, rank, len(ids), blob,
                                    _cfg_ptr(config))
         self._reset()
@@ -139,31 +170,53 @@ class Communicator(_nccl._CommunicatorBase):
         self._cached_device = None
 
     def _check_valid(self, operation: str) -> None:
-        if not self.ptr:
-            raise NcclInvalid(f"Cannot {operation}: Communicator not initialized")
+        self._check(operation)  # initialized, and of this process (not a fork() child)
 
-    def _child(self, fill) -> "Communicator":
+    @contextlib.contextmanager
+    def _using(self, operation: str, exclusive: bool = False) -> Iterator[int]:
+        """The handle, with this thread as the one calling into the
+        communicator (NcclInvalid if another thread is)."""
+        ptr = self._acquire(operation, exclusive)
+        try:
+            yield ptr
+        finally:
+            self._release()
+
+    def _child(self, operation: str, fill, config: NCCLConfig | None,
+               from_null: bool = False) -> "Communicator":
+        """A new communicator whose handle the library writes into its slot:
+        at once, at the outermost group end (inside a group), or later (a
+        non-blocking config).  Until then it must stay alive.  from_null: made
+        from the null communicator (a new rank of grow)."""
         newcomm = type(self)()
-        self._children_in_progress.append(newcomm)  # a non-blocking child fills in later
-        fill(newcomm._comm_address)
+        newcomm._owns = True
+        self._children_in_progress = [c for c in self._children_in_progress if not c.ptr]
+        with contextlib.ExitStack() as stack:
+            ptr = 0 if from_null else stack.enter_context(self._using(operation))
+            self._queued(newcomm, config)
+            status = fill(ptr, newcomm._comm_address)
         newcomm._reset()
+        if status == _b.Result.InProgress and not newcomm.ptr:
+            self._children_in_progress.append(newcomm)
         return newcomm
 
     def split(self, color: int | None = None, key: int = 0,
               config: NCCLConfig | None = None) -> "Communicator":
         """Split by ``color`` (ordered by ``key``); ``color=None`` opts out and
-        returns a null communicator."""
-        self._check_valid("split")
-        c = -1 if color is None else int(color)
-        return self._child(lambda out: _b.comm_split(self.ptr, c, int(key), out, _cfg_ptr(config)))
+        returns a null communicator.  Inside a group the new communicator's
+        handle is filled at the outermost group end."""
+        c = -1 if color is None else operator.index(color)
+        k = operator.index(key)
+        return self._child("split", lambda ptr, out: _b.comm_split(ptr, c, k, out,
+                                                                   _cfg_ptr(config)), config)
 
     def shrink(self, exclude_ranks: Sequence[int] | None = None, config: NCCLConfig | None = None,
                flag: CommShrinkFlag = CommShrinkFlag.DEFAULT) -> "Communicator":
         """A new communicator without ``exclude_ranks``."""
-        self._check_valid("shrink")
-        ranks = [int(r) for r in (exclude_ranks or [])]
-        return self._child(lambda out: _b.comm_shrink(self.ptr, ranks, len(ranks), out,
-                                                      _cfg_ptr(config), int(flag)))
+        ranks = [operator.index(r) for r in (exclude_ranks or [])]
+        f = operator.index(flag)
+        return self._child("shrink", lambda ptr, out: _b.comm_shrink(
+            ptr, ranks, len(ranks), out, _cfg_ptr(config), f), config)
 
     def get_unique_id(self) -> UniqueId:
         """This communicator's id for ``grow`` (``ncclCommGetUniqueId``)."""
@@ -174,48 +227,62 @@ class Communicator(_nccl._CommunicatorBase):
              config: NCCLConfig | None = None) -> "Communicator":
         """Grow to ``nranks``: existing ranks call it on their communicator with
         ``rank=None``; new ranks call it on ``Communicator()`` with their rank."""
+        n = operator.index(nranks)
+        r = -1 if rank is None else operator.index(rank)
         if rank is not None and self.ptr:
             raise NcclInvalid("New ranks must use a null communicator (Communicator())")
         if rank is None and not self.ptr:
             raise NcclInvalid("Existing ranks must use an initialized communicator")
         uid = UniqueId.from_bytes(_uid_bytes(unique_id)) if unique_id is not None else None
-        return self._child(lambda out: _b.comm_grow(
-            self.ptr, int(nranks), uid.ptr if uid else 0, -1 if rank is None else int(rank), out,
-            _cfg_ptr(config)))
+        self._queued(uid)
+        return self._child("grow", lambda ptr, out: _b.comm_grow(
+            ptr, n, uid.ptr if uid else 0, r, out, _cfg_ptr(config)), config,
+            from_null=rank is not None)
 
     # --------------------------------------------------------- life cycle
 
     def destroy(self) -> None:
-        """Close every tracked resource, then ``ncclCommDestroy``; null afterwards."""
+        """Close every tracked resource, then ``ncclCommDestroy``; null afterwards.
+
+        Refused (NcclInvalid) while another thread is in a call on the
+        communicator (``abort()`` interrupts it) or while calls on it are
+        queued in an open group.  In a fork() child it only forgets the
+        handle: the library state belongs to the parent."""
+        ptr = self._take_handle(_DESTROY)
         self.close_all_resources()
-        if self.ptr:
-            ptr = self.ptr
-            self._set_ptr(0)
+        if ptr:
             _b.comm_destroy(ptr)
 
     def abort(self) -> None:
-        """Like ``destroy`` but ``ncclCommAbort``: for use after an error."""
+        """Like ``destroy`` but ``ncclCommAbort``: for use after an error, also
+        from another thread to interrupt a blocked call.  With calls queued in
+        an open group the communicator is null at once and aborted when that
+        group ends."""
+        ptr = self._take_handle(_ABORT)
         self.close_all_resources()
-        if self.ptr:
-            ptr = self.ptr
-            self._set_ptr(0)
+        if ptr:
             _b.comm_abort(ptr)
 
     def finalize(self) -> None:
+        """``ncclCommFinalize``; refused while calls on the communicator are
+        queued in an open group or another thread is in a call on it."""
         if self.ptr:
-            _b.comm_finalize(self.ptr)
+            with self._using("finalize", exclusive=True) as ptr:
+                _b.comm_finalize(ptr)
 
     def revoke(self, flags: int = 0) -> None:
-        self._check_valid("revoke")
-        _b.comm_revoke(self.ptr, int(flags))
+        f = operator.index(flags)
+        with self._using("revoke") as ptr:
+            _b.comm_revoke(ptr, f)
 
     def suspend(self, flags: CommSuspendFlag = CommSuspendFlag.MEM) -> None:
-        self._check_valid("suspend")
-        _b.comm_suspend(self.ptr, int(flags))
+        f = operator.index(flags)
+        with self._using("suspend") as ptr:
+            _b.comm_suspend(ptr, f)
 
     def resume(self) -> None:
-        self._check_valid("resume")
-        _b.comm_resume(self.ptr)
+        with self._using("resume") as ptr:
+            _b.comm_resume(ptr)
 
     def close_all_resources(self) -> None:
         """Close every resource this communicator tracks (errors are ignored)."""
@@ -225,6 +292,29 @@ class Communicator(_nccl._CommunicatorBase):
                 r.close()
             except Exception:
                 pass
+
+    def __del__(self) -> None:
+        # A communicator made here and dropped without destroy(): abort it, as
+        # a file is closed, with a ResourceWarning.  Abort and not destroy: a
+        # finalizer must not block, and destroy may wait for peers that are
+        # still in a collective (or gone).  Nothing at interpreter exit, and
+        # nothing but forgetting in a fork() child (see _take_handle).
+        if not getattr(self, "_owns", False) or not self.ptr or sys.is_finalizing():
+            return
+        ptr = self._take_handle(_ABORT)
+        for r in self._resources:
+            r._forget()  # freed with the communicator
+        self._resources = []
+        if ptr:
+            try:
+                warnings.warn(f"Communicator at {ptr:#x} was not destroyed: aborted on garbage "
+                              "collection; call destroy() (or use it as a context manager)",
+                              ResourceWarning, source=self)
+            finally:
+                try:
+                    _b.comm_abort(ptr)
+                except Exception:
+                    pass
 
     def __enter__(self) -> "Communicator":
         return self
@@ -251,8 +341,9 @@ class Communicator(_nccl._CommunicatorBase):
             return v
 
     def get_mem_stat(self, stat) -> int:
+        s = operator.index(stat)
         self._check_valid("get memory statistics")
-        return _b.comm_mem_stats(self.ptr, int(stat))
+        return _b.comm_mem_stats(self.ptr, s)
 
     @property
     def nranks(self) -> int:
@@ -313,26 +404,31 @@ class Communicator(_nccl._CommunicatorBase):
         self._resources.append(res)
         return res
 
-    def _resolve(self, buffer: Any, name: str = "buffer"):
-        ptr, count, dtype, _dev_type, _dev_id, _ro = _nccl.resolve_buffer(buffer, name)
+    def _resolve(self, buffer: Any, name: str = "buffer", keep: bool = False):
+        ptr, count, dtype, _dev_type, _dev_id, _ro = _nccl.resolve_buffer(buffer, name,
+                                                                          keep=keep)
         return ptr, count, NcclDataType(dtype)
 
     def register_buffer(self, buffer: Any) -> RegisteredBufferHandle:
-        """Register ``buffer`` with the communicator (``ncclCommRegister``)."""
-        self._check_valid("register buffer")
-        ptr, count, dtype = self._resolve(buffer)
-        return self._track(RegisteredBufferHandle(self.ptr, ptr, count * dtype.itemsize))
+        """Register ``buffer`` with the communicator (``ncclCommRegister``).
+        The handle keeps ``buffer`` alive until it is closed."""
+        with self._using("register buffer") as comm:
+            ptr, count, dtype = self._resolve(buffer)
+            handle = RegisteredBufferHandle(comm, ptr, count * dtype.itemsize)
+        handle._buffer = buffer
+        return self._track(handle)
 
     def register_window(self, buffer: Any,
-                        flags: WindowFlag | None = None) -> RegisteredWindowHandle | None:
-        """Register a window (``ncclCommWindowRegister``); None when the
-        library gave no handle (e.g. registration deferred in a group)."""
-        self._check_valid("register window")
-        ptr, count, dtype = self._resolve(buffer)
-        handle = RegisteredWindowHandle(self.ptr, ptr, count * dtype.itemsize, flags)
-        if handle.handle == 0 and self.get_async_error() == _b.Result.Success:
-            handle.close()
-            return None
+                        flags: WindowFlag | None = None) -> RegisteredWindowHandle:
+        """Register a window (``ncclCommWindowRegister``).  Always a tracked
+        handle: inside a group its ``.handle`` is 0 until the outermost group
+        end fills it.  It keeps ``buffer`` alive until it is closed
+        (``close()``, or ``destroy()`` / ``abort()`` of the communicator)."""
+        with self._using("register window") as comm:
+            ptr, count, dtype = self._resolve(buffer)
+            handle = RegisteredWindowHandle(comm, ptr, count * dtype.itemsize, flags,
+                                            buffer=buffer)
+            self._queued(handle)  # the library fills its slot at the group end
         return self._track(handle)
 
     def create_pre_mul_sum(self, scalar: Any, datatype: Any = None) -> CustomRedOp:
@@ -340,6 +436,8 @@ class Communicator(_nccl._CommunicatorBase):
         NumPy array is read now (host immediate); any other buffer is a
         1-element scalar read when the collective runs."""
         self._check_valid("create PreMulSum")
+        if isinstance(scalar, bool):
+            raise TypeError("scalar must be a number or a buffer, not bool")
         import numpy as np
 
         dt = NcclDataType(datatype) if datatype is not None else None
@@ -376,31 +474,39 @@ class Communicator(_nccl._CommunicatorBase):
         return self._track(op)
 
     def create_dev_comm(self, requirements: NCCLDevCommRequirements | None = None) -> DevCommResource:
-        self._check_valid("create device communicator")
         reqs = requirements if requirements is not None else NCCLDevCommRequirements()
-        return self._track(DevCommResource(self.ptr, reqs.ptr))
+        with self._using("create device communicator") as comm:
+            res = DevCommResource(comm, reqs.ptr)
+            self._queued(res, reqs)  # inside a group: filled at the group end
+        return self._track(res)
 
     # ------------------------------------------------------------ signals
 
     def signal(self, peer: int, signal_index: int = 0, context: int = 0, flags: int = 0, *,
                stream: Any = None) -> None:
-        self._check_valid("signal")
-        _b.signal(peer, signal_index, context, flags, self.ptr, _nccl.resolve_stream(stream))
+        s = _nccl.resolve_stream(stream)
+        with self._using("signal") as comm:
+            _b.signal(peer, signal_index, context, flags, comm, s)
+            self._queued(stream)
 
     def put_signal(self, local_buffer: Any, peer: int, peer_window: RegisteredWindowHandle,
                    peer_window_offset: int = 0, signal_index: int = 0, context: int = 0,
                    flags: int = 0, *, stream: Any = None) -> None:
         """Put ``local_buffer`` into the peer's window at ``peer_window_offset``
-        elements, then signal."""
-        self._check_valid("put signal")
-        ptr, count, dtype = self._resolve(local_buffer, "local_buffer")
-        _b.put_signal(ptr, count, int(dtype), peer, peer_window.handle,
-                      peer_window_offset * dtype.itemsize, signal_index, context, flags, self.ptr,
-                      _nccl.resolve_stream(stream))
+        elements, then signal.  Inside a group ``local_buffer`` (and its
+        export) stays alive until the outermost group end."""
+        offset = operator.index(peer_window_offset)
+        s = _nccl.resolve_stream(stream)
+        with self._using("put signal") as comm:
+            ptr, count, dtype = self._resolve(local_buffer, "local_buffer", keep=True)
+            _b.put_signal(ptr, count, int(dtype), peer, peer_window.handle,
+                          offset * dtype.itemsize, signal_index, context, flags, comm, s)
+            self._queued(stream, peer_window)
 
     def wait_signal(self, descs: WaitSignalDesc | Sequence[WaitSignalDesc], *,
                     stream: Any = None) -> None:
-        self._check_valid("wait signal")
         items = [descs] if isinstance(descs, WaitSignalDesc) else list(descs)
-        _b.wait_signal(len(items), [d._lowpp for d in items], self.ptr,
-                       _nccl.resolve_stream(stream))
+        s = _nccl.resolve_stream(stream)
+        with self._using("wait signal") as comm:
+            _b.wait_signal(len(items), [d._lowpp for d in items], comm, s)
+            self._queued(stream, *items)

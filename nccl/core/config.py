@@ -6,6 +6,7 @@ assignment, also after construction.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,7 +156,7 @@ class NCCLDevCommRequirements:
             if name not in _DEV_FIELDS:
                 raise TypeError(f"NCCLDevCommRequirements got an unexpected field {name!r}")
             if value is not None:
-                setattr(self._lowpp, name, int(value))
+                setattr(self._lowpp, name, operator.index(value))
                 self._values[name] = value
 
     def __getattr__(self, name: str) -> Any:

@@ -1,4 +1,14 @@
-"""Groups of NCCL calls: ``with group(): ...`` or group_start()/group_end()."""
+"""Groups of NCCL calls: ``with group(): ...`` or group_start()/group_end().
+
+Inside a group the library only queues the calls and runs them at the
+outermost group end.  Every ``nccl.core`` call made while a group is open
+(also one opened with ``nccl.bindings.group_start``) keeps its buffers, their
+exports and the objects whose handles the library fills alive until that
+outermost ``group_end`` / ``group_simulate_end`` returns, on every path,
+errors included; temporaries such as ``comm.send(x * 10, peer)`` are safe.
+Calls of ``nccl.bindings`` with integer addresses keep nothing alive: there
+the caller keeps the memory valid until the group ends.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -55,7 +65,8 @@ def group_simulate_end(sim_info: GroupSimInfo | None = None) -> GroupSimInfo:
 
 @contextlib.contextmanager
 def group() -> Iterator[None]:
-    """Run the calls in the block as one NCCL group (ended even on error)."""
+    """Run the calls in the block as one NCCL group (ended even on error).
+    What the calls in it use stays alive until the group ends (module doc)."""
     group_start()
     try:
         yield

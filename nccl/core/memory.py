@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from typing import Any
 
 from nccl import _nccl
@@ -22,12 +23,19 @@ class HostBuffer:
     """``size`` bytes of host memory from the host backend's ``ncclMemAlloc``.
 
     Exports a 1-D int8 view through DLPack and the buffer protocol of
-    ``.memoryview()``; ``close()`` (or ``mem_free``) returns it."""
+    ``.memoryview()``.  ``close()`` (or ``mem_free``) gives the memory up;
+    it is returned to the library (``ncclMemFree``) once no view made from it
+    is left, so a view never outlives its memory.  A dropped buffer is freed
+    on garbage collection."""
 
     def __init__(self, ptr: int, size: int):
         self._ptr = int(ptr)
         self._size = int(size)
+        # Every export refers to this ctypes array (NumPy views through their
+        # base, memoryviews through their export): the memory is freed when
+        # the array and all of them are gone.
         self._array = (ctypes.c_int8 * max(self._size, 1)).from_address(self._ptr)
+        weakref.finalize(self._array, _b.mem_free, self._ptr)
 
     @property
     def handle(self) -> int:
@@ -65,9 +73,10 @@ class HostBuffer:
         return (1, 0)
 
     def close(self, stream: Any = None) -> None:
+        """Give the memory up (again: nothing); it is freed when no view of it is left."""
         if self._ptr:
-            ptr, self._ptr = self._ptr, 0
-            _b.mem_free(ptr)
+            self._ptr = 0
+            self._array = None
 
     def __repr__(self) -> str:
         return f"<HostBuffer: {self._size} bytes at {self._ptr:#x}>" if self._ptr else "<HostBuffer: freed>"
@@ -144,5 +153,9 @@ def mem_alloc(size: int, device: Any = None):
 
 
 def mem_free(buf: Any) -> None:
-    """Free memory from :func:`mem_alloc` (same as ``buf.close()``)."""
+    """Free memory from :func:`mem_alloc` (same as ``buf.close()``).
+
+    On the host backend the memory is returned to the library once no view
+    exported from it (DLPack, ``memoryview()``) is left; until then the views
+    stay valid."""
     buf.close()

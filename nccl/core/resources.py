@@ -1,8 +1,17 @@
 """Resources owned by a communicator: registrations, windows, custom ops,
 device communicators.  Each is closed by ``close()`` or by the
-communicator's ``destroy()`` / ``abort()`` (which close all it tracks)."""
+communicator's ``destroy()`` / ``abort()`` (which close all it tracks).
+
+A resource created inside a group may get its handle only at the outermost
+group end (a window: ``.handle`` is 0 until then); closing it before that
+releases it at the group end.  In a fork() child ``close()`` only marks it
+closed: the library state belongs to the parent."""
 from __future__ import annotations
 
+import os
+from typing import Any
+
+from nccl import _nccl
 from nccl import bindings as _b
 from nccl._errors import NcclInvalid
 
@@ -20,6 +29,7 @@ class CommResource:
             raise NcclInvalid("Invalid communicator: cannot create resource with communicator ptr=0")
         self._comm = int(comm_ptr)
         self._closed = False
+        self._pid = os.getpid()
 
     def _check_valid(self) -> None:
         if self._closed:
@@ -33,7 +43,12 @@ class CommResource:
         """Release the resource; calling it again does nothing."""
         if not self._closed:
             self._closed = True
-            self._deallocate()
+            if os.getpid() == self._pid:  # never the parent's library state from a child
+                self._deallocate()
+
+    def _forget(self) -> None:
+        """Closed without a library call (its communicator was aborted)."""
+        self._closed = True
 
     def _deallocate(self) -> None:  # pragma: no cover - every subclass overrides it
         raise NotImplementedError
@@ -45,6 +60,7 @@ class RegisteredBufferHandle(CommResource):
     def __init__(self, comm_ptr: int, buffer_ptr: int, size: int):
         super().__init__(comm_ptr)
         self._size = int(size)
+        self._buffer: Any = None  # set by Communicator.register_buffer: kept while registered
         self._handle = _b.comm_register(self._comm, buffer_ptr, self._size)
 
     @property
@@ -58,6 +74,7 @@ class RegisteredBufferHandle(CommResource):
 
     def _deallocate(self) -> None:
         _b.comm_deregister(self._comm, self._handle)
+        self._buffer = None
 
     def __repr__(self) -> str:
         if self._closed:
@@ -68,10 +85,12 @@ class RegisteredBufferHandle(CommResource):
 class RegisteredWindowHandle(CommResource):
     """A window registered with ``ncclCommWindowRegister``."""
 
-    def __init__(self, comm_ptr: int, buffer_ptr: int, size: int, flags: WindowFlag | None = None):
+    def __init__(self, comm_ptr: int, buffer_ptr: int, size: int, flags: WindowFlag | None = None,
+                 buffer: Any = None):
         super().__init__(comm_ptr)
         self._size = int(size)
         self._user_ptr = int(buffer_ptr)
+        self._buffer = buffer  # the registered memory lives as long as the window
         self._box = _b.PointerBox()  # the library may fill it at group end
         _b.comm_window_register(self._comm, self._user_ptr, self._size, self._box.address,
                                 int(WindowFlag.DEFAULT if flags is None else flags))
@@ -103,8 +122,15 @@ class RegisteredWindowHandle(CommResource):
         return _b.get_peer_device_pointer(self.handle, offset, peer) or None
 
     def _deallocate(self) -> None:
+        # Inside a group the library may still fill the handle: deregister then.
+        if not self._box.ptr and _nccl._group_defer(self._deregister):
+            return
+        self._deregister()
+
+    def _deregister(self) -> None:
         if self._box.ptr:
             _b.comm_window_deregister(self._comm, self._box.ptr)
+        self._buffer = None
 
     def __repr__(self) -> str:
         if self._closed:

@@ -709,36 +709,6 @@ w_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
 }
 
 static PyObject *
-w_group_start(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
-{
-    if (n4p_parse_args(args, nargs, kwnames, "group_start", NULL, 0, 0, NULL) < 0)
-        return NULL;
-    ncclGroupStart_fn fn = (ncclGroupStart_fn)n4p_fn(mod, N4P_IDX_ncclGroupStart);
-    if (fn == NULL)
-        return NULL;
-    ncclResult_t r;
-    Py_BEGIN_ALLOW_THREADS
-    r = fn();
-    Py_END_ALLOW_THREADS
-    return n4p_status_none(mod, r);
-}
-
-static PyObject *
-w_group_end(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
-{
-    if (n4p_parse_args(args, nargs, kwnames, "group_end", NULL, 0, 0, NULL) < 0)
-        return NULL;
-    ncclGroupEnd_fn fn = (ncclGroupEnd_fn)n4p_fn(mod, N4P_IDX_ncclGroupEnd);
-    if (fn == NULL)
-        return NULL;
-    ncclResult_t r;
-    Py_BEGIN_ALLOW_THREADS
-    r = fn();
-    Py_END_ALLOW_THREADS
-    return n4p_status_none(mod, r);
-}
-
-static PyObject *
 w_all_reduce_with_bias(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream", "acc", NULL};
@@ -803,8 +773,6 @@ PyMethodDef n4p_generated_methods[] = {
     {"recv", (PyCFunction)(void (*)(void))w_recv, METH_FASTCALL | METH_KEYWORDS, NULL},
     {"put_signal", (PyCFunction)(void (*)(void))w_put_signal, METH_FASTCALL | METH_KEYWORDS, NULL},
     {"signal", (PyCFunction)(void (*)(void))w_signal, METH_FASTCALL | METH_KEYWORDS, NULL},
-    {"group_start", (PyCFunction)(void (*)(void))w_group_start, METH_FASTCALL | METH_KEYWORDS, NULL},
-    {"group_end", (PyCFunction)(void (*)(void))w_group_end, METH_FASTCALL | METH_KEYWORDS, NULL},
     {"all_reduce_with_bias", (PyCFunction)(void (*)(void))w_all_reduce_with_bias, METH_FASTCALL | METH_KEYWORDS, NULL},
     {NULL, NULL, 0, NULL},
 };
