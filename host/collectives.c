@@ -27,14 +27,21 @@
  * the slots.  Two sets of slots alternate by barrier parity: data written to
  * a set before barrier e is read only before the reader arrives at barrier
  * e+1, and that set is rewritten only after barrier e+1, so one barrier per
- * round suffices.  Large messages are cut into rounds of one slot (a few
- * MiB), which bounds the segment and gives one copy in and one copy out per
- * rank.  Large all-reduces use two rounds per chunk: every rank reduces its
- * 1/nranks share of the chunk across all slots into a shared result slot,
- * then every rank copies the result out.  Small all-reduces (<= 64 KiB) use
- * one round in which each rank reduces all slots itself.  Both reduce each
- * element in rank order with the same kernel (reduce.c), so all ranks and
- * both paths produce bit-identical results.
+ * round suffices.  Large messages are cut into rounds of one slot, which
+ * bounds the segment and gives one copy in and one copy out per rank.
+ *
+ * Only what a peer needs goes through the segment: a rank copies its own
+ * block straight from sendbuff to recvbuff (allgather, alltoall), and reads
+ * its own piece of the input from sendbuff when it reduces (reduce-scatter,
+ * all-reduce); its slot holds one piece per peer.  Large all-reduces
+ * pipeline two steps over rounds of one slot: round t stages chunk t (each
+ * rank the shares the others reduce), then, after its barrier, each rank
+ * reduces its 1/nranks share of chunk t into a result slot and copies out
+ * the result of chunk t-1, complete since everybody passed that barrier: one
+ * barrier per chunk.  Small all-reduces (<= 64 KiB) use one round in which
+ * each rank reduces all slots itself.  Both reduce each element in rank
+ * order with the same kernel (reduce.c), so all ranks and both paths
+ * produce bit-identical results.
  *
  * Checking.  At its first barrier every collective publishes (kind, count,
  * type, op, root) and compares it with every peer's, so mismatched calls
@@ -44,7 +51,9 @@
  * of that round is written, so the in-place forms defined by NCCL
  * (allgather: sendbuff == recvbuff + rank*sendcount; reducescatter:
  * sendbuff + rank*recvcount == recvbuff; gather / scatter at the root;
- * sendbuff == recvbuff for the others) all work.  Zero-count collectives
+ * sendbuff == recvbuff for the others) all work; where a rank reads its own
+ * input from sendbuff, it reads each byte before it writes the same byte of
+ * recvbuff.  Zero-count collectives
  * return at once without synchronising, as in NCCL.
  */
 #ifndef _GNU_SOURCE
@@ -157,6 +166,26 @@ static ncclResult_t round_sync(ncclComm_t comm, const n4p_op *o, bool *first)
 #define SLOT(set, k) ((char *)n4p_slot(c, (set), (k)))
 #define CUR_SET ((int)(c->epoch & 1))
 
+/* Where the piece a rank `src` stages for rank `dst` sits in src's slot
+ * when the slot holds one piece per peer and none for src itself. */
+static inline size_t peer_pos(int dst, int src)
+{
+    return (size_t)(dst < src ? dst : dst - 1);
+}
+
+/* Pieces per slot when a slot holds one piece per peer. */
+static inline size_t npeers(int n)
+{
+    return n > 1 ? (size_t)n - 1 : 1;
+}
+
+/* The share [*lo, *hi) of m elements that rank k reduces. */
+static inline void share(size_t m, int k, int n, size_t *lo, size_t *hi)
+{
+    *lo = m * (size_t)k / (size_t)n;
+    *hi = m * (size_t)(k + 1) / (size_t)n;
+}
+
 static ncclResult_t all_reduce(ncclComm_t c, const n4p_op *o,
                                const n4p_redspec *rs, bool root_only)
 {
@@ -171,6 +200,7 @@ static ncclResult_t all_reduce(ncclComm_t c, const n4p_op *o,
     ncclResult_t rc;
 
     if (o->count * esz <= SMALL_ALLREDUCE && o->count * esz <= S) {
+        /* latency path: one round, every rank reduces everything */
         int set = CUR_SET;
         memcpy(SLOT(set, r), send, o->count * esz);
         if ((rc = round_sync(c, o, &first)) != ncclSuccess)
@@ -182,122 +212,157 @@ static ncclResult_t all_reduce(ncclComm_t c, const n4p_op *o,
         }
         return ncclSuccess;
     }
+    /* Chunks of one slot, in pipelined rounds: round t stages chunk t
+     * (every rank copies in the shares the others reduce; its own share is
+     * read from sendbuff), then, after the barrier, reduces its share of
+     * chunk t into the result slot of this round's set and copies out the
+     * result of chunk t-1, complete since everybody passed the barrier.  One
+     * barrier per chunk, plus one to collect the last result. */
     const size_t chunk = S / esz;
-    for (size_t off = 0; off < o->count; off += chunk) {
-        size_t m = o->count - off < chunk ? o->count - off : chunk;
-        int in = CUR_SET;
-        memcpy(SLOT(in, r), send + off * esz, m * esz);
+    size_t prev_off = 0, prev_m = 0;
+    for (size_t off = 0;; off += chunk) {
+        const size_t m = off < o->count ? (o->count - off < chunk ? o->count - off : chunk) : 0;
+        size_t lo, hi;
+        share(m, r, n, &lo, &hi);
+        if (m > 0) {
+            char *mine = SLOT(CUR_SET, r);
+            memcpy(mine, send + off * esz, lo * esz);
+            memcpy(mine + hi * esz, send + (off + hi) * esz, (m - hi) * esz);
+        }
         if ((rc = round_sync(c, o, &first)) != ncclSuccess)
             return rc;
-        int out = CUR_SET;
-        size_t lo = m * (size_t)r / (size_t)n, hi = m * (size_t)(r + 1) / (size_t)n;
+        /* staged before the barrier: inputs in the other set, results of
+         * the previous round in this one */
+        const int in = CUR_SET ^ 1, res = CUR_SET;
+        if (want && prev_m > 0)
+            memcpy(recv + prev_off * esz, SLOT(res ^ 1, n), prev_m * esz);
+        if (m == 0)
+            break;
         for (int k = 0; k < n; k++)
-            srcs[k] = SLOT(in, k) + lo * esz;
-        n4p_reduce(rs, SLOT(out, n) + lo * esz, srcs, n, hi - lo);
-        if ((rc = n4p_barrier(c)) != ncclSuccess)
-            return rc;
-        if (want)
-            memcpy(recv + off * esz, SLOT(out, n), m * esz);
+            srcs[k] = k == r ? send + (off + lo) * esz : SLOT(in, k) + lo * esz;
+        n4p_reduce(rs, SLOT(res, n) + lo * esz, srcs, n, hi - lo);
+        prev_off = off, prev_m = m;
     }
     return ncclSuccess;
 }
-
+/* The root stages each chunk in the whole slot set; the others copy it out
+ * after the barrier, while the root already stages the next chunk.  An
+ * out-of-place root copies each chunk to its receive buffer while it is
+ * still in its cache. */
 static ncclResult_t broadcast(ncclComm_t c, const n4p_op *o)
 {
     const int n = c->nranks, r = c->rank;
     const size_t bytes = o->count * n4p_dtype_size(o->dtype);
     const size_t span = (size_t)(n + 1) * c->seg.slot_bytes; /* whole set */
+    const char *send = o->sendbuff;
+    char *recv = o->recvbuff;
     bool first = true;
     ncclResult_t rc;
     for (size_t off = 0; off < bytes; off += span) {
         size_t m = bytes - off < span ? bytes - off : span;
         int set = CUR_SET;
-        if (r == o->root)
-            memcpy(SLOT(set, 0), (const char *)o->sendbuff + off, m);
+        if (r == o->root) {
+            memcpy(SLOT(set, 0), send + off, m);
+            if (send != recv)
+                memcpy(recv + off, send + off, m);
+        }
         if ((rc = round_sync(c, o, &first)) != ncclSuccess)
             return rc;
         if (r != o->root)
-            memcpy((char *)o->recvbuff + off, SLOT(set, 0), m);
+            memcpy(recv + off, SLOT(set, 0), m);
     }
-    if (r == o->root && o->sendbuff != o->recvbuff)
-        memmove(o->recvbuff, o->sendbuff, bytes);
     return ncclSuccess;
 }
 
+/* Each rank stages its chunk; its own part goes straight from sendbuff to
+ * recvbuff, the others' are copied out of their slots after the barrier. */
 static ncclResult_t all_gather(ncclComm_t c, const n4p_op *o, bool root_only)
 {
     const int n = c->nranks, r = c->rank;
     const size_t esz = n4p_dtype_size(o->dtype);
     const size_t chunk = c->seg.slot_bytes / esz;
     const bool want = !root_only || r == o->root;
-    const char *own = (const char *)o->recvbuff + (size_t)r * o->count * esz;
-    const bool inplace = want && own == (const char *)o->sendbuff;
+    const char *send = o->sendbuff;
+    char *recv = o->recvbuff;
+    char *own = recv + (size_t)r * o->count * esz;
     bool first = true;
     ncclResult_t rc;
     for (size_t off = 0; off < o->count; off += chunk) {
         size_t m = o->count - off < chunk ? o->count - off : chunk;
         int set = CUR_SET;
-        memcpy(SLOT(set, r), (const char *)o->sendbuff + off * esz, m * esz);
+        if (n > 1 && (!root_only || r != o->root))
+            memcpy(SLOT(set, r), send + off * esz, m * esz);
+        if (want && own != send)
+            memcpy(own + off * esz, send + off * esz, m * esz);
         if ((rc = round_sync(c, o, &first)) != ncclSuccess)
             return rc;
         if (!want)
             continue;
-        for (int k = 0; k < n; k++) {
-            if (k == r && inplace)
-                continue;
-            memcpy((char *)o->recvbuff + ((size_t)k * o->count + off) * esz,
-                   SLOT(set, k), m * esz);
-        }
+        for (int k = 0; k < n; k++)
+            if (k != r)
+                memcpy(recv + ((size_t)k * o->count + off) * esz, SLOT(set, k), m * esz);
     }
     return ncclSuccess;
 }
 
+/* Each rank stages the pieces the others reduce (one per peer); it reads
+ * its own piece from sendbuff. */
 static ncclResult_t reduce_scatter(ncclComm_t c, const n4p_op *o,
                                    const n4p_redspec *rs)
 {
     const int n = c->nranks, r = c->rank;
     const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t piece = c->seg.slot_bytes / ((size_t)n * esz);
-    const size_t rc_ = o->count;
-    const void **srcs = c->srcs;
-    bool first = true;
-    ncclResult_t rc;
-    for (size_t off = 0; off < rc_; off += piece) {
-        size_t m = rc_ - off < piece ? rc_ - off : piece;
-        int set = CUR_SET;
-        for (int d = 0; d < n; d++)
-            memcpy(SLOT(set, r) + (size_t)d * m * esz,
-                   (const char *)o->sendbuff + ((size_t)d * rc_ + off) * esz,
-                   m * esz);
-        if ((rc = round_sync(c, o, &first)) != ncclSuccess)
-            return rc;
-        for (int k = 0; k < n; k++)
-            srcs[k] = SLOT(set, k) + (size_t)r * m * esz;
-        n4p_reduce(rs, (char *)o->recvbuff + off * esz, srcs, n, m);
-    }
-    return ncclSuccess;
-}
-
-static ncclResult_t all_to_all(ncclComm_t c, const n4p_op *o)
-{
-    const int n = c->nranks, r = c->rank;
-    const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t piece = c->seg.slot_bytes / ((size_t)n * esz);
+    const size_t piece = c->seg.slot_bytes / (npeers(n) * esz);
     const size_t cnt = o->count;
+    const char *send = o->sendbuff;
+    const void **srcs = c->srcs;
     bool first = true;
     ncclResult_t rc;
     for (size_t off = 0; off < cnt; off += piece) {
         size_t m = cnt - off < piece ? cnt - off : piece;
         int set = CUR_SET;
         for (int d = 0; d < n; d++)
-            memcpy(SLOT(set, r) + (size_t)d * m * esz,
-                   (const char *)o->sendbuff + ((size_t)d * cnt + off) * esz,
-                   m * esz);
+            if (d != r)
+                memcpy(SLOT(set, r) + peer_pos(d, r) * m * esz,
+                       send + ((size_t)d * cnt + off) * esz, m * esz);
+        if ((rc = round_sync(c, o, &first)) != ncclSuccess)
+            return rc;
+        for (int k = 0; k < n; k++)
+            srcs[k] = k == r ? send + ((size_t)r * cnt + off) * esz
+                             : SLOT(set, k) + peer_pos(r, k) * m * esz;
+        n4p_reduce(rs, (char *)o->recvbuff + off * esz, srcs, n, m);
+    }
+    return ncclSuccess;
+}
+
+/* Each rank stages one piece per peer; its own block goes straight from
+ * sendbuff to recvbuff. */
+static ncclResult_t all_to_all(ncclComm_t c, const n4p_op *o)
+{
+    const int n = c->nranks, r = c->rank;
+    const size_t esz = n4p_dtype_size(o->dtype);
+    const size_t piece = c->seg.slot_bytes / (npeers(n) * esz);
+    const size_t cnt = o->count;
+    const char *send = o->sendbuff;
+    char *recv = o->recvbuff;
+    bool first = true;
+    ncclResult_t rc;
+    for (size_t off = 0; off < cnt; off += piece) {
+        size_t m = cnt - off < piece ? cnt - off : piece;
+        int set = CUR_SET;
+        for (int d = 0; d < n; d++)
+            if (d != r)
+                memcpy(SLOT(set, r) + peer_pos(d, r) * m * esz,
+                       send + ((size_t)d * cnt + off) * esz, m * esz);
+        size_t mine = ((size_t)r * cnt + off) * esz;
+        if (send != recv)
+            memcpy(recv + mine, send + mine, m * esz);
         if ((rc = round_sync(c, o, &first)) != ncclSuccess)
             return rc;
         for (int s = 0; s < n; s++)
-            memcpy((char *)o->recvbuff + ((size_t)s * cnt + off) * esz,
-                   SLOT(set, s) + (size_t)r * m * esz, m * esz);
+            if (s != r)
+                memcpy(recv + ((size_t)s * cnt + off) * esz,
+                       SLOT(set, s) + peer_pos(r, s) * m * esz, m * esz);
     }
     return ncclSuccess;
 }
