@@ -117,9 +117,9 @@ bool n4p_interrupted(void)
     return true;
 }
 
-static bool cancelled(void)
+static bool cancelled(_Atomic int *flag)
 {
-    return tl_cancel != NULL && atomic_load_explicit(tl_cancel, memory_order_relaxed);
+    return flag != NULL && atomic_load_explicit(flag, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------- waiting -- */
@@ -315,6 +315,7 @@ ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w)
     const char *op = comm->cur_op ? comm->cur_op : "operation";
     double report_after = comm->env.wait_report;
     double last_check = start;
+    _Atomic int *const cancel = tl_cancel; /* read once: thread-locals cost a call here */
     for (unsigned iter = 0;; iter++) {
         if (w->done(w->ctx))
             return ncclSuccess;
@@ -327,7 +328,7 @@ ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w)
                 return ncclSuccess;
             return n4p_check_poison(comm);
         }
-        if (cancelled())
+        if (cancelled(cancel))
             return wait_interrupted(comm, w);
         if (iter % SPIN_ITERS != 0) {
             cpu_relax();
@@ -369,7 +370,7 @@ ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w)
         uint32_t seen = atomic_load(&h->wake);
         atomic_fetch_add(&h->sleepers, 1);
         if (!w->done(w->ctx) && atomic_load(&h->poison) == 0 &&
-            !atomic_load(&comm->aborted) && !cancelled() && futex_sleep(comm, seen, nap))
+            !atomic_load(&comm->aborted) && !cancelled(cancel) && futex_sleep(comm, seen, nap))
             last_check = now - CHECK_PERIOD; /* a signal: ask about it at once */
         atomic_fetch_sub(&h->sleepers, 1);
     }
