@@ -196,6 +196,7 @@ static ncclResult_t all_reduce(ncclComm_t c, const n4p_op *o,
     char *recv = o->recvbuff;
     const bool want = !root_only || r == o->root;
     const void **srcs = c->srcs;
+    const bool nt = want && n4p_streaming(c, o->count * esz);
     bool first = true;
     ncclResult_t rc;
 
@@ -235,7 +236,7 @@ static ncclResult_t all_reduce(ncclComm_t c, const n4p_op *o,
          * the previous round in this one */
         const int in = CUR_SET ^ 1, res = CUR_SET;
         if (want && prev_m > 0)
-            memcpy(recv + prev_off * esz, SLOT(res ^ 1, n), prev_m * esz);
+            n4p_copy(recv + prev_off * esz, SLOT(res ^ 1, n), prev_m * esz, nt);
         if (m == 0)
             break;
         for (int k = 0; k < n; k++)
@@ -256,6 +257,7 @@ static ncclResult_t broadcast(ncclComm_t c, const n4p_op *o)
     const size_t span = (size_t)(n + 1) * c->seg.slot_bytes; /* whole set */
     const char *send = o->sendbuff;
     char *recv = o->recvbuff;
+    const bool nt = n4p_streaming(c, bytes);
     bool first = true;
     ncclResult_t rc;
     for (size_t off = 0; off < bytes; off += span) {
@@ -264,12 +266,12 @@ static ncclResult_t broadcast(ncclComm_t c, const n4p_op *o)
         if (r == o->root) {
             memcpy(SLOT(set, 0), send + off, m);
             if (send != recv)
-                memcpy(recv + off, send + off, m);
+                n4p_copy(recv + off, send + off, m, nt);
         }
         if ((rc = round_sync(c, o, &first)) != ncclSuccess)
             return rc;
         if (r != o->root)
-            memcpy(recv + off, SLOT(set, 0), m);
+            n4p_copy(recv + off, SLOT(set, 0), m, nt);
     }
     return ncclSuccess;
 }
@@ -285,6 +287,7 @@ static ncclResult_t all_gather(ncclComm_t c, const n4p_op *o, bool root_only)
     const char *send = o->sendbuff;
     char *recv = o->recvbuff;
     char *own = recv + (size_t)r * o->count * esz;
+    const bool nt = want && n4p_streaming(c, (size_t)n * o->count * esz);
     bool first = true;
     ncclResult_t rc;
     for (size_t off = 0; off < o->count; off += chunk) {
@@ -293,14 +296,15 @@ static ncclResult_t all_gather(ncclComm_t c, const n4p_op *o, bool root_only)
         if (n > 1 && (!root_only || r != o->root))
             memcpy(SLOT(set, r), send + off * esz, m * esz);
         if (want && own != send)
-            memcpy(own + off * esz, send + off * esz, m * esz);
+            n4p_copy(own + off * esz, send + off * esz, m * esz, nt);
         if ((rc = round_sync(c, o, &first)) != ncclSuccess)
             return rc;
         if (!want)
             continue;
         for (int k = 0; k < n; k++)
             if (k != r)
-                memcpy(recv + ((size_t)k * o->count + off) * esz, SLOT(set, k), m * esz);
+                n4p_copy(recv + ((size_t)k * o->count + off) * esz, SLOT(set, k), m * esz,
+                         nt);
     }
     return ncclSuccess;
 }
@@ -345,6 +349,7 @@ static ncclResult_t all_to_all(ncclComm_t c, const n4p_op *o)
     const size_t cnt = o->count;
     const char *send = o->sendbuff;
     char *recv = o->recvbuff;
+    const bool nt = n4p_streaming(c, (size_t)n * cnt * esz);
     bool first = true;
     ncclResult_t rc;
     for (size_t off = 0; off < cnt; off += piece) {
@@ -356,13 +361,13 @@ static ncclResult_t all_to_all(ncclComm_t c, const n4p_op *o)
                        send + ((size_t)d * cnt + off) * esz, m * esz);
         size_t mine = ((size_t)r * cnt + off) * esz;
         if (send != recv)
-            memcpy(recv + mine, send + mine, m * esz);
+            n4p_copy(recv + mine, send + mine, m * esz, nt);
         if ((rc = round_sync(c, o, &first)) != ncclSuccess)
             return rc;
         for (int s = 0; s < n; s++)
             if (s != r)
-                memcpy(recv + ((size_t)s * cnt + off) * esz,
-                       SLOT(set, s) + peer_pos(r, s) * m * esz, m * esz);
+                n4p_copy(recv + ((size_t)s * cnt + off) * esz,
+                         SLOT(set, s) + peer_pos(r, s) * m * esz, m * esz, nt);
     }
     return ncclSuccess;
 }

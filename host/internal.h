@@ -294,6 +294,10 @@ void n4p_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,
                 int nsrc, size_t count);
 void n4p_add_bias(int dtype, void *dst, const void *bias, size_t count);
 
+/* copy.c */
+bool n4p_streaming(ncclComm_t comm, size_t out_bytes);
+void n4p_copy(void *dst, const void *src, size_t n, bool stream);
+
 /* shm.c */
 ncclResult_t n4p_random_id(ncclUniqueId *id);
 void n4p_derive_id(const unsigned char *secret, uint64_t kind, uint64_t counter,

@@ -1210,6 +1210,80 @@ static void t_forged(const forgery *f)
     unlink(path); /* a forged segment is nobody's to collect */
 }
 
+/* Outputs larger than the last-level cache can hold for all ranks are
+ * written with streaming stores (copy.c): check them at odd sizes and
+ * addresses.  The byte of element i from rank k is a hash of both. */
+static unsigned char pat(int k, size_t i)
+{
+    return (unsigned char)((i * 2654435761u) >> 13 ^ (size_t)k * 77u);
+}
+
+static void t_large_outputs(ncclComm_t comm, int rank, int n, void *arg)
+{
+    (void)arg;
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t out = (llc > 0 ? (size_t)llc : (8u << 20)) / (size_t)n + 4099;
+    if (out > (256u << 20)) {
+        printf("  (skipped: a last-level cache of %ld bytes)\n", llc);
+        return;
+    }
+    size_t per = out / (size_t)n, total = per * (size_t)n; /* odd sizes */
+    char *sbuf = malloc(total + 1), *rbuf = malloc(total + 1);
+    CHECK(sbuf && rbuf, "out of memory");
+    if (!sbuf || !rbuf)
+        goto done;
+    char *send = sbuf + 1, *recv = rbuf + 1; /* unaligned */
+    /* allgather */
+    for (size_t i = 0; i < per; i++)
+        send[i] = (char)pat(rank, i);
+    OK(ncclAllGather(send, recv, per, ncclUint8, comm, NULL));
+    for (size_t k = 0, bad = 0; k < (size_t)n && !bad; k++)
+        for (size_t i = 0; i < per; i++)
+            if ((unsigned char)recv[k * per + i] != pat((int)k, i)) {
+                CHECK(0, "large allgather: block %zu byte %zu", k, i);
+                bad = 1;
+                break;
+            }
+    /* alltoall: block d of rank r holds pat(r * n + d) */
+    for (size_t d = 0; d < (size_t)n; d++)
+        for (size_t i = 0; i < per; i++)
+            send[d * per + i] = (char)pat(rank * n + (int)d, i);
+    OK(ncclAlltoAll(send, recv, per, ncclUint8, comm, NULL));
+    for (size_t k = 0, bad = 0; k < (size_t)n && !bad; k++)
+        for (size_t i = 0; i < per; i++)
+            if ((unsigned char)recv[k * per + i] != pat((int)k * n + rank, i)) {
+                CHECK(0, "large alltoall: block %zu byte %zu", k, i);
+                bad = 1;
+                break;
+            }
+    /* broadcast out of place, from the last rank */
+    for (size_t i = 0; i < total; i++)
+        send[i] = (char)(rank == n - 1 ? pat(99, i) : 0);
+    memset(recv, 0, total);
+    OK(ncclBroadcast(send, recv, total, ncclUint8, n - 1, comm, NULL));
+    for (size_t i = 0; i < total; i++)
+        if ((unsigned char)recv[i] != pat(99, i)) {
+            CHECK(0, "large broadcast: byte %zu", i);
+            break;
+        }
+    /* allreduce: byte sums wrap */
+    for (size_t i = 0; i < total; i++)
+        send[i] = (char)pat(rank, i);
+    OK(ncclAllReduce(send, recv, total, ncclUint8, ncclSum, comm, NULL));
+    for (size_t i = 0; i < total; i++) {
+        unsigned want = 0;
+        for (int k = 0; k < n; k++)
+            want += pat(k, i);
+        if ((unsigned char)recv[i] != (unsigned char)want) {
+            CHECK(0, "large allreduce: byte %zu", i);
+            break;
+        }
+    }
+done:
+    free(sbuf);
+    free(rbuf);
+}
+
 static int selected(int argc, char **argv, const char *name)
 {
     if (argc < 2)
@@ -1244,6 +1318,11 @@ int main(int argc, char **argv)
         }
         unsetenv("NCCL4PY_HOST_SLOT_BYTES");
     }
+    if (selected(argc, argv, "large_outputs"))
+        for (int n = 2; n <= 3; n++) {
+            header("large_outputs", n);
+            run_ranks("large_outputs", n, t_large_outputs, NULL, false);
+        }
     if (selected(argc, argv, "collectives"))
         for (int n = 1; n <= 4; n++) {
             header("collectives", n);
