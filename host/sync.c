@@ -1,14 +1,16 @@
 /*
- * sync.c - waiting, barriers and failure detection.
+ * sync.c - waiting, arrival at rounds and failure detection.
  *
  * Every wait in the backend goes through n4p_wait(): it spins briefly (with
- * a CPU pause), then yields the CPU a few times, then sleeps on a futex word
- * in the segment header (`wake`) with a short timeout.  Whoever changes
- * state that others may wait for (a barrier arrival, a ring update, a rank
- * leaving) calls n4p_notify(), which bumps the word and wakes sleepers only
- * when some rank is registered as sleeping.  The sleeper registers before
- * re-checking its condition, so a wake-up cannot be lost.  Thus 4 ranks on 2
- * cores still make progress quickly, and idle ranks use no CPU.
+ * a CPU pause; only while every rank has a CPU of its own), then yields the
+ * CPU, then
+ * sleeps on a futex word in the segment header (`wake`) with a short
+ * timeout.  Whoever changes state that others may wait for (an arrival at a
+ * round, a ring update, a rank leaving) calls n4p_notify(), which bumps the
+ * word and wakes sleepers only when some rank is registered as sleeping.
+ * The sleeper registers before re-checking its condition, so a wake-up
+ * cannot be lost.  Thus 4 ranks on 2 cores still make progress quickly, and
+ * idle ranks use no CPU.
  *
  * While sleeping, a waiter looks at its peers about every 100 ms: a peer
  * whose process has disappeared (kill(pid, 0) fails, or /proc says it is a
@@ -396,15 +398,22 @@ static bool seq_missing(void *p, int rank)
            c->target;
 }
 
-/* Arrive at the next barrier and wait for every rank to arrive there. */
-ncclResult_t n4p_barrier(ncclComm_t comm)
+/* Arrive at the next round: publish everything written so far. */
+void n4p_arrive(ncclComm_t comm)
 {
-    uint64_t e = ++comm->epoch;
-    atomic_store(&comm->seg.ranks[comm->rank].seq, e);
+    atomic_store_explicit(&comm->seg.ranks[comm->rank].seq, ++comm->epoch,
+                          memory_order_release);
     n4p_notify(comm);
-    seq_ctx c = {comm, 0, e};
-    n4p_waitfor w = {seq_reached, seq_missing, &c, 0, "barrier"};
-    for (int k = 0; k < comm->nranks; k++) {
+}
+
+/* Wait until rank `peer`, or every rank (N4P_ALL), has seq >= target, i.e.
+ * has arrived at round target - 1. */
+ncclResult_t n4p_wait_arrived(ncclComm_t comm, int peer, uint64_t target, const char *what)
+{
+    seq_ctx c = {comm, 0, target};
+    n4p_waitfor w = {seq_reached, seq_missing, &c, 0, what};
+    for (int k = peer == N4P_ALL ? 0 : peer; k < (peer == N4P_ALL ? comm->nranks : peer + 1);
+         k++) {
         if (k == comm->rank)
             continue;
         c.peer = w.peer = k;
