@@ -211,6 +211,8 @@ struct ncclComm {
     bool revoked;
     bool suspended;
     bool finalized;
+    double spin, spin_max; /* seconds a wait spins before it yields (sync.c) */
+    bool spin_ready;
     const char *cur_op; /* name of the running operation, for messages */
     const void **srcs;  /* nranks source pointers for the reduce kernels */
     char errmsg[N4P_ERRLEN];

@@ -2,8 +2,8 @@
  * sync.c - waiting, arrival at rounds and failure detection.
  *
  * Every wait in the backend goes through n4p_wait(): it spins briefly (with
- * a CPU pause; only while every rank has a CPU of its own), then yields the
- * CPU, then
+ * a CPU pause; only while every rank has a CPU of its own, and adapted to
+ * how long recent waits took, see spin_budget), then yields the CPU, then
  * sleeps on a futex word in the segment header (`wake`) with a short
  * timeout.  Whoever changes state that others may wait for (an arrival at a
  * round, a ring update, a rank leaving) calls n4p_notify(), which bumps the
@@ -52,20 +52,47 @@
 #include "internal.h"
 
 #define SPIN_ITERS 64
-#define SPIN_SECONDS 20e-6   /* keep spinning (pause) this long: the peer is usually close */
+#define SPIN_SECONDS 20e-6   /* spin (pause) at most this long: the peer is usually close */
 #define YIELD_SECONDS 500e-6 /* then yield: lets an oversubscribed peer run */
 #define CHECK_PERIOD 0.1     /* seconds between liveness checks */
 
-static int online_cpus(void)
+/* The CPUs this process may run on (its affinity mask). */
+static int usable_cpus(void)
 {
     static atomic_int cached;
     int n = atomic_load_explicit(&cached, memory_order_relaxed);
     if (n == 0) {
-        long v = sysconf(_SC_NPROCESSORS_ONLN);
+        cpu_set_t set;
+        long v = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                            : sysconf(_SC_NPROCESSORS_ONLN);
         n = v > 0 ? (int)v : 1;
         atomic_store_explicit(&cached, n, memory_order_relaxed);
     }
     return n;
+}
+
+/* How long the next wait spins.  Spinning only pays when every rank has a
+ * CPU of its own and the peers arrive within the spin: a wait that ends
+ * within SPIN_SECONDS doubles it (up to SPIN_SECONDS), a longer one halves
+ * it, so on a machine busy with other work the ranks soon yield at once
+ * instead of holding a CPU that the rank they wait for needs. */
+static double spin_budget(ncclComm_t comm)
+{
+    if (!comm->spin_ready) {
+        comm->spin = comm->nranks <= usable_cpus() ? SPIN_SECONDS : 0;
+        comm->spin_max = comm->spin;
+        comm->spin_ready = true;
+    }
+    return comm->spin;
+}
+
+static void spin_adapt(ncclComm_t comm, double waited)
+{
+    if (waited <= comm->spin_max)
+        comm->spin = comm->spin * 2 + 1e-6 < comm->spin_max ? comm->spin * 2 + 1e-6
+                                                            : comm->spin_max;
+    else
+        comm->spin *= 0.5;
 }
 
 static inline void cpu_relax(void)
@@ -311,16 +338,17 @@ ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w)
         return ncclSuccess;
     n4p_seg_hdr *h = comm->seg.hdr;
     const double start = n4p_now();
-    /* spinning only pays when every rank has a CPU of its own */
-    const double spin_seconds = comm->nranks <= online_cpus() ? SPIN_SECONDS : 0;
+    const double spin_seconds = spin_budget(comm);
     const double deadline = comm->env.timeout > 0 ? start + comm->env.timeout : 0;
     const char *op = comm->cur_op ? comm->cur_op : "operation";
     double report_after = comm->env.wait_report;
     double last_check = start;
     _Atomic int *const cancel = tl_cancel; /* read once: thread-locals cost a call here */
     for (unsigned iter = 0;; iter++) {
-        if (w->done(w->ctx))
+        if (w->done(w->ctx)) {
+            spin_adapt(comm, n4p_now() - start);
             return ncclSuccess;
+        }
         if (atomic_load_explicit(&comm->aborted, memory_order_relaxed)) {
             n4p_set_error(comm, "the communicator was aborted while %s waited", op);
             return n4p_comm_failed(comm, ncclInvalidUsage);
