@@ -217,9 +217,10 @@ static void choose_sizes(int n, const n4p_settings *s, uint64_t *slot, uint64_t 
 {
     const uint64_t nn = (uint64_t)n;
     uint64_t v = s->slot_bytes;
-    if (v == 0) { /* 16 MiB over all slots, within 64 KiB .. 4 MiB */
+    if (v == 0) { /* 16 MiB over all slots, within 64 KiB .. 512 KiB: rounds
+                     of a few hundred KiB keep the staged data in the cache */
         v = (16u << 20) / (nn + 1);
-        v = v > (4u << 20) ? (4u << 20) : v < (64u << 10) ? (64u << 10) : v;
+        v = v > (512u << 10) ? (512u << 10) : v < (64u << 10) ? (64u << 10) : v;
     }
     if (v < nn * 64) /* reduce-scatter needs one 8-byte element per rank and more */
         v = nn * 64;
