@@ -32,6 +32,7 @@ from .constants import CommShrinkFlag, CommSuspendFlag, WindowFlag
 from .resources import (CommResource, CustomRedOp, DevCommResource, RegisteredBufferHandle,
                         RegisteredWindowHandle)
 from .enums import decode_gin_type
+from .properties import NCCLCommProperties
 from .typing import NcclDataType
 from .utils import UniqueId
 
@@ -377,6 +378,11 @@ class Communicator(_nccl._CommunicatorBase):
             self._check_valid("query properties")
             self._comm_properties = _b.comm_query_properties(self.ptr)
         return self._comm_properties
+
+    @property
+    def properties(self) -> NCCLCommProperties:
+        """What the library reports about this communicator (nccl4py 0.6)."""
+        return NCCLCommProperties._from_struct(self._properties())
 
     cuda_dev = property(lambda self: self._properties().cuda_dev)
     nvml_dev = property(lambda self: self._properties().nvml_dev)
