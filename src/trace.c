@@ -156,10 +156,15 @@ ensure_trace(PyObject *mod, n4p_trace **slot, ncclComm_t comm, atomic_ulong *own
         return 0;
     if (n4p_trace_settings_load(mod) < 0)
         return -1;
+    /* the library decides how completion is tracked */
+    if (!atomic_load_explicit(&n4p_loaded, memory_order_acquire) && n4p_load(mod) < 0)
+        return -1;
     if ((*slot = trace_new(comm, owner)) == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    if ((*slot)->gpu && (*slot)->timeout_ns > 0)
+        (void)n4p_gpu_fn_quiet(mod, N4P_GPU_EVENT_RECORD);
     return 0;
 }
 
@@ -371,8 +376,10 @@ n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *
     int aborted = t->aborted;
     pthread_mutex_unlock(&t->mu);
     if (aborted) {
-        if (atomic_load(&e->state) != N4P_TS_FREE)
+        if (atomic_load(&e->state) != N4P_TS_FREE) {
+            atomic_store(&e->t_end, now);
             atomic_store(&e->state, N4P_TS_ABORTED);
+        }
         *comm = NULL;
         Py_XDECREF(res);
         return raise_aborted(t, "");
@@ -603,8 +610,14 @@ n4p_trace_setup(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t
         t->timeout_ns = (int64_t)(timeout * 1e9);
         pthread_mutex_unlock(&t->mu);
     }
+    pthread_mutex_lock(&t->mu);
+    t->closed = t->aborted = 0; /* a new handle */
     if (hash != NULL)
         snprintf(t->hash, sizeof t->hash, "%s", hash);
+    int events = t->gpu && t->timeout_ns > 0;
+    pthread_mutex_unlock(&t->mu);
+    if (events) /* load the runtime now: the watchdog needs its events */
+        (void)n4p_gpu_fn_quiet(mod, N4P_GPU_EVENT_RECORD);
     Py_RETURN_NONE;
 }
 

@@ -168,8 +168,9 @@ abort_comm(n4p_trace *t, n4p_trace_entry *e, int status, int64_t now)
             (void)fn(h);
         for (size_t i = 0; i < t->cap; i++) {
             int s = atomic_load(&t->ring[i].state);
-            if (s == N4P_TS_GROUPED || s == N4P_TS_ENQUEUED)
-                atomic_compare_exchange_strong(&t->ring[i].state, &s, N4P_TS_ABORTED);
+            if ((s == N4P_TS_GROUPED || s == N4P_TS_ENQUEUED) &&
+                atomic_compare_exchange_strong(&t->ring[i].state, &s, N4P_TS_ABORTED))
+                atomic_store(&t->ring[i].t_end, n4p_trace_now());
         }
     }
     if (claimed)

@@ -183,13 +183,13 @@ class Communicator(_nccl._CommunicatorBase):
         if not ids:
             raise NcclInvalid("unique_id must be a UniqueId or a sequence of UniqueIds")
         blob = bytearray(b"".join(_uid_bytes(u) for u in ids))
+        self._setup_trace(timeout, _trace_hash(bytes(blob)))  # checks the settings first
         self._owns = True
         # inside a group the library fills the handle at the outermost group end
         self._queued(config)
         _b.comm_init_rank_scalable(self._comm_address, nranks, rank, len(ids), blob,
                                    _cfg_ptr(config))
         self._reset()
-        self._setup_trace(timeout, _trace_hash(bytes(blob)))
 
     def _setup_trace(self, timeout: float | None, key: str) -> None:
         self._trace_key = key
@@ -225,15 +225,14 @@ class Communicator(_nccl._CommunicatorBase):
         newcomm = type(self)()
         newcomm._owns = True
         self._children_in_progress = [c for c in self._children_in_progress if not c.ptr]
+        self._children_made += 1
+        newcomm._setup_trace(self._trace_timeout,
+                             _trace_hash(self._trace_key, operation, self._children_made, *key))
         with contextlib.ExitStack() as stack:
             ptr = 0 if from_null else stack.enter_context(self._using(operation))
             self._queued(newcomm, config)
             status = fill(ptr, newcomm._comm_address)
         newcomm._reset()
-        self._children_made += 1
-        newcomm._setup_trace(self._trace_timeout,
-                             _trace_hash(self._trace_key, operation, self._children_made,
-                                         *key))
         if status == _b.Result.InProgress and not newcomm.ptr:
             self._children_in_progress.append(newcomm)
         return newcomm
