@@ -39,6 +39,32 @@ n4p_trace_now(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Ticks to CLOCK_REALTIME: a first rate measured over 2 ms when the settings
+ * are read, then the rate over the whole time since (more exact as it grows). */
+static int64_t tick0, real0;
+static double rate0 = 1.0; /* nanoseconds per tick */
+
+static void
+calibrate(void)
+{
+    tick0 = n4p_trace_ticks();
+    real0 = n4p_trace_now();
+    struct timespec nap = {0, 2000000};
+    nanosleep(&nap, NULL);
+    int64_t t1 = n4p_trace_ticks(), r1 = n4p_trace_now();
+    if (t1 > tick0)
+        rate0 = (double)(r1 - real0) / (double)(t1 - tick0);
+}
+
+int64_t
+n4p_trace_ticks_ns(int64_t ticks)
+{
+    int64_t t = n4p_trace_ticks(), r = n4p_trace_now();
+    double rate = r - real0 > 1000000000 && t > tick0 ? (double)(r - real0) / (double)(t - tick0)
+                                                       : rate0;
+    return real0 + (int64_t)((double)(ticks - tick0) * rate);
+}
+
 /* ---------------------------------------------------------- settings */
 
 static int
@@ -118,6 +144,9 @@ n4p_trace_settings_load(PyObject *Py_UNUSED(mod))
     }
     n4p_tsettings = s;
     settings_loaded = 1;
+    Py_BEGIN_ALLOW_THREADS
+    calibrate();
+    Py_END_ALLOW_THREADS
     if ((s.dir[0] != '\0' || s.timeout > 0) && n4p_watchdog_start() != 0) {
         PyErr_SetString(PyExc_RuntimeError, "cannot start the nccl4py watchdog thread");
         return -1;
@@ -211,7 +240,7 @@ n4p_trace_begin(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t
     e->sendbuf = e->recvbuf = NULL;
     e->stream = NULL;
     e->group_depth = n4p_group_depth();
-    e->t_enqueue = e->t_start = n4p_trace_now();
+    e->t_enqueue = e->t_start = n4p_trace_ticks();
     atomic_store_explicit(&e->t_end, 0, memory_order_relaxed);
     atomic_store_explicit(&e->state, N4P_TS_RUNNING, memory_order_release);
     n4p_trace_cur = e;
@@ -256,7 +285,8 @@ log_line(const n4p_trace *t, const n4p_trace_entry *e)
             t->nranks, e->p2p ? "p2p" : "", (unsigned long long)e->seq, e->op,
             e->count == (size_t)-1 ? -1LL : (long long)e->count, NAME(dtype_names, e->dtype, d),
             e->redop >= 0 ? " " : "", e->redop >= 0 ? NAME(redop_names, e->redop, o) : "", extra,
-            end > 0 ? (double)(end - e->t_enqueue) / 1e6 : 0.0,
+            end > 0 ? (double)(n4p_trace_ticks_ns(end) - n4p_trace_ticks_ns(e->t_enqueue)) / 1e6
+                    : 0.0,
             e->status != 0 ? "failed" : e->group_depth > 0 ? "queued in group" : "ok",
             t->gpu && e->status == 0 && e->group_depth == 0 ? " (enqueued)" : "");
 }
@@ -350,7 +380,7 @@ n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *
     if (e == NULL)
         return res;
     n4p_trace_cur = outer;
-    int64_t now = n4p_trace_now();
+    int64_t now = n4p_trace_ticks();
     if (e->status < 0) { /* refused before the library: not a call */
         atomic_store_explicit(&e->state, N4P_TS_FREE, memory_order_release);
         if (&t->ring[(t->n - 1) % t->cap] == e) { /* the last one (no nested call since) */
@@ -372,10 +402,7 @@ n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *
         if (n4p_tsettings.log)
             log_line(t, e);
     }
-    pthread_mutex_lock(&t->mu);
-    int aborted = t->aborted;
-    pthread_mutex_unlock(&t->mu);
-    if (aborted) {
+    if (atomic_load_explicit(&t->aborted_flag, memory_order_acquire)) {
         if (atomic_load(&e->state) != N4P_TS_FREE) {
             atomic_store(&e->t_end, now);
             atomic_store(&e->state, N4P_TS_ABORTED);
@@ -392,12 +419,7 @@ n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *
 int
 n4p_trace_check(PyObject *Py_UNUSED(mod), n4p_trace *t, ncclComm_t *comm, const char *op)
 {
-    if (t == NULL)
-        return 0;
-    pthread_mutex_lock(&t->mu);
-    int aborted = t->aborted;
-    pthread_mutex_unlock(&t->mu);
-    if (!aborted)
+    if (t == NULL || !atomic_load_explicit(&t->aborted_flag, memory_order_acquire))
         return 0;
     *comm = NULL;
     char when[160];
@@ -423,7 +445,7 @@ n4p_trace_group_ended(PyObject *Py_UNUSED(mod), n4p_trace *t)
 {
     if (t == NULL || t->cap == 0)
         return;
-    int64_t now = n4p_trace_now();
+    int64_t now = n4p_trace_ticks();
     /* the calls queued since the group began are the last GROUPED entries */
     for (uint64_t k = 0; k < t->n && k < t->cap; k++) {
         n4p_trace_entry *e = &t->ring[(t->n - 1 - k) % t->cap];
@@ -461,9 +483,10 @@ write_entry(FILE *f, const n4p_trace_entry *e, int first)
             "\"enqueue\": %.9f, \"start\": %.9f, \"end\": ",
             e->root, e->peer, (uintptr_t)e->sendbuf, (uintptr_t)e->recvbuf, (uintptr_t)e->stream,
             e->group_depth,
-            (double)e->t_enqueue / 1e9, (double)e->t_start / 1e9);
+            (double)n4p_trace_ticks_ns(e->t_enqueue) / 1e9,
+            (double)n4p_trace_ticks_ns(e->t_start) / 1e9);
     if (end > 0)
-        fprintf(f, "%.9f", (double)end / 1e9);
+        fprintf(f, "%.9f", (double)n4p_trace_ticks_ns(end) / 1e9);
     else
         fputs("null", f);
     fprintf(f, ", \"state\": \"%s\", \"status\": %d}",
@@ -612,6 +635,7 @@ n4p_trace_setup(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t
     }
     pthread_mutex_lock(&t->mu);
     t->closed = t->aborted = 0; /* a new handle */
+    atomic_store(&t->aborted_flag, 0);
     if (hash != NULL)
         snprintf(t->hash, sizeof t->hash, "%s", hash);
     int events = t->gpu && t->timeout_ns > 0;

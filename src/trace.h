@@ -56,7 +56,7 @@ typedef struct {
     size_t count, recvcount; /* elements of sendbuf and recvbuf (-1: none) */
     const void *sendbuf, *recvbuf;
     void *stream;
-    int64_t t_enqueue, t_start; /* CLOCK_REALTIME nanoseconds */
+    int64_t t_enqueue, t_start; /* n4p_trace_ticks() */
     _Atomic int64_t t_end;      /* 0 while in flight */
     void *event;                /* GPU: completion event (owned, reused) */
 } n4p_trace_entry;
@@ -77,6 +77,7 @@ struct n4p_trace {
     pthread_mutex_t mu;         /* guards the fields below */
     int closed;                 /* destroy()/abort() took the handle */
     int aborted;                /* the watchdog aborted it */
+    atomic_int aborted_flag;    /* the same, read without the lock on the call path */
     int abort_status;           /* why: ncclTimeout, or the async error */
     uint64_t abort_seq;
     const char *abort_op;
@@ -95,6 +96,25 @@ typedef struct {
 } n4p_trace_settings;
 
 extern n4p_trace_settings n4p_tsettings;
+
+/* The clock of the entries: the time-stamp counter where there is one (a
+ * clock_gettime costs about twice as much, and every call reads the clock
+ * twice), converted to CLOCK_REALTIME when a record is written. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+static inline int64_t
+n4p_trace_ticks(void)
+{
+    return (int64_t)__rdtsc();
+}
+#else
+int64_t n4p_trace_now(void);
+static inline int64_t
+n4p_trace_ticks(void)
+{
+    return n4p_trace_now();
+}
+#endif
 int n4p_trace_settings_load(PyObject *mod); /* 0, or -1 with ValueError */
 
 /* The hooks (trace.c).  Each takes the communicator's trace (NULL: nothing
@@ -161,7 +181,8 @@ PyObject *n4p_trace_dump_all(PyObject *mod, PyObject *reason);
 /* Writing records (trace.c). */
 int n4p_trace_write(n4p_trace *t, const char *path, const char *reason); /* 0 or errno */
 int n4p_trace_write_default(n4p_trace *t, const char *reason);
-int64_t n4p_trace_now(void);
+int64_t n4p_trace_now(void);            /* CLOCK_REALTIME nanoseconds */
+int64_t n4p_trace_ticks_ns(int64_t ticks); /* a tick count as CLOCK_REALTIME nanoseconds */
 
 /* The watchdog (watchdog.c). */
 void n4p_watchdog_register(n4p_trace *t);

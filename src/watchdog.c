@@ -151,7 +151,9 @@ abort_comm(n4p_trace *t, n4p_trace_entry *e, int status, int64_t now)
         t->abort_status = status;
         t->abort_op = e->op;
         t->abort_seq = e->seq != 0 ? e->seq : (e->p2p ? t->p2p_seq : t->seq) + 1;
-        t->abort_waited = (double)(now - e->t_enqueue) / 1e9;
+        t->abort_waited =
+            (double)(n4p_trace_ticks_ns(now) - n4p_trace_ticks_ns(e->t_enqueue)) / 1e9;
+        atomic_store_explicit(&t->aborted_flag, 1, memory_order_release);
         snprintf(t->waiting_for, sizeof t->waiting_for, "%s", who);
     }
     pthread_mutex_unlock(&t->mu);
@@ -170,7 +172,7 @@ abort_comm(n4p_trace *t, n4p_trace_entry *e, int status, int64_t now)
             int s = atomic_load(&t->ring[i].state);
             if ((s == N4P_TS_GROUPED || s == N4P_TS_ENQUEUED) &&
                 atomic_compare_exchange_strong(&t->ring[i].state, &s, N4P_TS_ABORTED))
-                atomic_store(&t->ring[i].t_end, n4p_trace_now());
+                atomic_store(&t->ring[i].t_end, n4p_trace_ticks());
         }
     }
     if (claimed)
@@ -208,7 +210,7 @@ n4p_watchdog_poll(n4p_trace *t, int64_t now)
             return;
         }
     }
-    if (now - oldest->t_enqueue > timeout)
+    if (n4p_trace_ticks_ns(now) - n4p_trace_ticks_ns(oldest->t_enqueue) > timeout)
         abort_comm(t, oldest, ncclTimeout, now);
 }
 
@@ -237,7 +239,7 @@ watch(void *Py_UNUSED(arg))
             ;
         if (atomic_exchange(&dump_requested, 0))
             (void)n4p_watchdog_dump_all("signal");
-        int64_t now = n4p_trace_now();
+        int64_t now = n4p_trace_ticks();
         pthread_mutex_lock(&registry_mu);
         for (n4p_trace *t = registry; t != NULL; t = t->next)
             n4p_watchdog_poll(t, now);
