@@ -214,6 +214,11 @@ struct ncclComm {
     double spin, spin_max; /* seconds a wait spins before it yields (sync.c) */
     bool spin_ready;
     const char *cur_op; /* name of the running operation, for messages */
+    /* what the current wait is for, published every CHECK_PERIOD for
+     * nccl4pyHostWaitState (a seqlock: wait_gen is odd while it changes) */
+    _Atomic unsigned wait_gen;
+    _Atomic double wait_start, wait_stamp; /* n4p_now(); wait_stamp 0: not waiting */
+    char wait_ranks[160];
     const void **srcs;  /* nranks source pointers for the reduce kernels */
     char errmsg[N4P_ERRLEN];
     pthread_mutex_t lock; /* guards regs and ops */
