@@ -18,6 +18,7 @@ import sys
 
 from typing import Any
 
+from ._show_versions import decode_version
 from ._version import __version__
 
 # Interop packages reported by version (distribution names; first found wins).
@@ -34,11 +35,7 @@ INTEROP = {
 
 
 def format_version(code: int | None) -> str | None:
-    if code is None:
-        return None
-    if code < 10000:  # NCCL's pre-2.9 encoding
-        return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
-    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return None if code is None else decode_version(code)
 
 
 FAMILY_NAMES = {"host": "host backend (nccl4py, host memory)", "rccl": "RCCL", "nccl": "NCCL"}
