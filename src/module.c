@@ -119,8 +119,33 @@ module_free(void *mod)
     module_clear((PyObject *)mod);
 }
 
+/*
+ * Interpreters.  All Python state is in the module state (one per module
+ * object) and the types are heap types; what is process-wide is C data (the
+ * loaded libraries, see lazylib.h).  Subinterpreters that share the main GIL
+ * are supported (tests/test_module_state.py).  A per-interpreter GIL is not:
+ * callbacks that reach Python from a library thread or a consumer use the
+ * PyGILState API, which knows only the main interpreter (the host backend's
+ * interrupt check in loader.c, which in a subinterpreter therefore sees the
+ * main interpreter's signals only; the deleters of gpu_runtime.c's DLPack
+ * capsules), and the per-thread group keep list (group.c) is shared by the
+ * interpreters a thread runs.  So importing the module in an interpreter
+ * with its own GIL is refused with ImportError.
+ *
+ * The GIL.  The module relies on it: the per-type caches of buffer.c and
+ * stream.c, the communicator's call guard and the group keep list are
+ * touched without locks of their own, and no free-threaded build has run the
+ * thread tests (none is available here).  So Py_MOD_GIL_USED: a
+ * free-threaded interpreter re-enables the GIL when it imports the module.
+ */
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, module_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_SUPPORTED},
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
     {0, NULL},
 };
 
