@@ -10,13 +10,18 @@ from glob import glob
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import SetupError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-fvisibility=hidden"]
 SAN = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
-if os.environ.get("NCCL4PY_SANITIZE"):
+_SANITIZE = os.environ.get("NCCL4PY_SANITIZE", "")
+if _SANITIZE not in ("", "0", "1"):
+    raise SetupError(f"NCCL4PY_SANITIZE={_SANITIZE!r}: use 1 to build with ASan and UBSan, "
+                     "0 or unset for a normal build")
+if _SANITIZE == "1":
     CFLAGS += SAN
-LDFLAGS = SAN if os.environ.get("NCCL4PY_SANITIZE") else []
+LDFLAGS = SAN if _SANITIZE == "1" else []
 
 
 def _regenerate():
@@ -25,19 +30,30 @@ def _regenerate():
         subprocess.check_call([sys.executable, gen])
 
 
+def host_sources():
+    """The host backend's C sources.  None is a build error: a package without
+    the host backend cannot run on a machine without a GPU (its default).  A
+    missing file is a link error (--no-undefined below)."""
+    sources = sorted(os.path.join("host", os.path.basename(s))
+                     for s in glob(os.path.join(HERE, "host", "*.c"))
+                     if not os.path.basename(s).startswith("test_"))
+    if not sources:
+        raise SetupError(
+            f"the host backend's sources are missing ({os.path.join(HERE, 'host')}/*.c): "
+            "this source tree or sdist is incomplete; build from a complete checkout or sdist")
+    return sources
+
+
 class BuildExt(build_ext):
     """Builds the extension, then the host backend as a plain shared library."""
 
     def run(self):
+        sources = host_sources()  # before anything is compiled
         _regenerate()
         super().run()
-        self.build_host_backend()
+        self.build_host_backend(sources)
 
-    def build_host_backend(self):
-        sources = sorted(s for s in glob(os.path.join("host", "*.c"))
-                         if not os.path.basename(s).startswith("test_"))
-        if not sources:
-            return
+    def build_host_backend(self, sources):
         base = "." if self.inplace else self.build_lib
         outdir = os.path.join(base, "nccl", "_lib")
         os.makedirs(outdir, exist_ok=True)
@@ -49,7 +65,7 @@ class BuildExt(build_ext):
             extra_postargs=CFLAGS + ["-Wshadow"])
         self.compiler.link_shared_object(
             objects, "libnccl4py_host.so", output_dir=outdir,
-            extra_postargs=["-pthread", "-lrt", "-lm"] + LDFLAGS)
+            extra_postargs=["-pthread", "-lrt", "-lm", "-Wl,--no-undefined"] + LDFLAGS)
 
 
 ext = Extension(

@@ -1,9 +1,10 @@
 """``python -m nccl``: what nccl4py found on this machine.
 
-Prints the nccl4py version, Python and platform, the platform decision and
-why, every library candidate tried (with the loader's error for those that
-failed), the library loaded (path, version, family), the GPU runtime and its
-device count, the API functions the library lacks and the versions of the
+Prints the nccl4py version, Python and platform, the GPUs visible, the
+library decision and why, whether the bundled host backend is present and
+chosen, every library candidate once (loaded, failed with the loader's error,
+or not tried), the library loaded (path, version, family), the GPU runtime and
+its device count, the API functions the library lacks and the versions of the
 installed interop packages (read from their metadata, never imported).  It
 succeeds, and says so plainly, when no library can be loaded.
 """
@@ -62,11 +63,12 @@ def interop_versions() -> dict[str, str | None]:
 def gpu_runtime(nccl_mod: Any) -> dict[str, Any]:
     """The GPU runtime nccl4py's C layer found (HIP or CUDA) and its device count.
 
-    Reported as "unknown" where this build has no runtime layer; a runtime
-    that fails (no driver, no device) is reported, never raised."""
+    ``device_count`` is a number, or None when it is not known (no runtime
+    layer in this build, no runtime found, or a runtime that fails: its
+    message is in ``device_count_error``); nothing here raises."""
     count_fn = getattr(nccl_mod, "gpu_runtime_device_count", None)
     info_fn = getattr(nccl_mod, "gpu_runtime_info", None)
-    out: dict[str, Any] = {"runtime": "unknown", "device_count": "unknown"}
+    out: dict[str, Any] = {"runtime": "unknown", "device_count": None}
     if info_fn is not None:
         try:
             info = info_fn()
@@ -81,7 +83,6 @@ def gpu_runtime(nccl_mod: Any) -> dict[str, Any]:
             else:
                 out["runtime"] = "none found"
                 count_fn = None
-                out["device_count"] = 0
             if info.get("decision"):
                 out["decision"] = info["decision"]
             if info.get("error"):
@@ -92,8 +93,39 @@ def gpu_runtime(nccl_mod: Any) -> dict[str, Any]:
         try:
             out["device_count"] = int(count_fn())
         except Exception as e:
-            out["device_count"] = f"unavailable ({e})"
+            out["device_count_error"] = str(e)
     return out
+
+
+def candidate_list(attempts: list[Any] | None) -> list[dict[str, Any]]:
+    """Every candidate once, in order: those the loader tried (``loaded`` or
+    ``failed`` with the loader's error) and those it did not reach."""
+    from . import _discovery
+
+    out = [{"label": a[0], "path": a[1],
+            "status": "loaded" if a[2] is None else "failed", "error": a[2]}
+           for a in attempts or []]
+    try:
+        _, planned = _discovery.candidates()
+    except ValueError:  # a bad variable: the loader's error says which
+        planned = []
+    tried = {c["path"] for c in out}
+    out += [{"label": label, "path": path, "status": "not tried", "error": None}
+            for label, path in planned if path not in tried]
+    return out
+
+
+def host_backend(family: str | None, candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the bundled host backend is present, and whether it is the
+    library in use (or, when nothing loaded, the one discovery chose)."""
+    from . import _discovery
+
+    path = _discovery.host_backend_path()
+    if family is not None:
+        chosen = family == "host"
+    else:
+        chosen = bool(candidates) and candidates[0]["path"] == path
+    return {"path": path, "present": os.path.exists(path), "chosen": chosen}
 
 
 def collect() -> dict[str, Any]:
@@ -109,6 +141,14 @@ def collect() -> dict[str, Any]:
         except Exception as e:  # a library without ncclGetVersion still gets reported
             rep["error"] = f"ncclGetVersion failed: {e}"
     table = _nccl._api_table()
+    from . import _discovery
+
+    try:
+        ngpus, gpu_reason = _discovery.visible_gpus()
+        gpus: dict[str, Any] = {"visible": ngpus, "reason": gpu_reason}
+    except ValueError as e:
+        gpus = {"visible": None, "reason": str(e)}
+    candidates = candidate_list(rep["attempts"])
     return {
         "nccl4py": __version__,
         "python": sys.version.split()[0],
@@ -116,7 +156,9 @@ def collect() -> dict[str, Any]:
         "machine": f"{platform.system()} {platform.machine()}",
         "platform": platform.platform(),
         "decision": rep["decision"],
-        "candidates": [{"label": a[0], "path": a[1], "error": a[2]} for a in rep["attempts"] or []],
+        "gpus": gpus,
+        "host_backend": host_backend(rep["family"], candidates),
+        "candidates": candidates,
         "library": {
             "path": rep["path"],
             "family": FAMILY_NAMES.get(rep["family"], rep["family"]),
@@ -130,19 +172,34 @@ def collect() -> dict[str, Any]:
         "interop": interop_versions(),
         "environment": {k: os.environ[k] for k in (
             "NCCL_LIBRARY", "NCCL4PY_BACKEND", "NCCL4PY_PLATFORM", "ROCM_PATH", "HIP_PATH",
-            "CUDA_HOME") if k in os.environ},
+            "CUDA_HOME", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+            _discovery.TEST_DEV_DIR_ENV) if k in os.environ},
     }
+
+
+def _error_summary(error: str) -> list[str]:
+    """The loader's error without its candidate list (shown above it already)."""
+    lines = error.splitlines()
+    head = lines[0].split(" Tried, in order:")[0]
+    tail = [ln for ln in lines[1:] if not ln.startswith("  ")]
+    return [head, *tail]
 
 
 def render(info: dict[str, Any]) -> str:
     out = [f"nccl4py {info['nccl4py']} (Python {info['python']}, {info['machine']})"]
     out.append(f"platform: {info['platform']}")
-    out.append(f"platform decision: {info['decision']}")
+    gpus = info["gpus"]
+    out.append(f"GPUs visible: {'?' if gpus['visible'] is None else gpus['visible']} "
+               f"({gpus['reason']})")
+    out.append(f"decision: {info['decision']}")
     for k, v in info["environment"].items():
         out.append(f"  {k}={v}")
+    host = info["host_backend"]
+    out.append(f"bundled host backend: {'present' if host['present'] else 'MISSING'} "
+               f"({host['path']}); {'chosen' if host['chosen'] else 'not chosen'}")
     out.append("library candidates, in order:")
     for c in info["candidates"]:
-        status = "loaded" if c["error"] is None else f"failed: {c['error']}"
+        status = f"failed: {c['error']}" if c["status"] == "failed" else c["status"]
         out.append(f"  - [{c['label']}] {c['path']}: {status}")
     lib = info["library"]
     if lib:
@@ -155,10 +212,17 @@ def render(info: dict[str, Any]) -> str:
     else:
         out.append("no NCCL/RCCL library could be loaded.")
         if info["error"]:
-            out.append(info["error"])
+            out += _error_summary(info["error"])
     gpu = info["gpu_runtime"]
     where = f" ({gpu['path']})" if gpu.get("path") else ""
-    out.append(f"GPU runtime: {gpu['runtime']}{where}, devices: {gpu['device_count']}")
+    count = gpu["device_count"]
+    if count is None:
+        count = f"unknown ({gpu['device_count_error']})" if gpu.get("device_count_error") \
+            else "unknown"
+    out.append(f"GPU runtime: {gpu['runtime']}{where}, devices: {count}")
+    if gpus["visible"] and gpu["device_count"] == 0:
+        out.append("note: GPU device nodes exist but the runtime reports no device; the "
+                   "decision above still treats this machine as a GPU machine")
     out.append("interop packages:")
     for name, version in info["interop"].items():
         out.append(f"  {name:<10} {version or 'not installed'}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # @pytest.mark.nccl tests need the plugin also where nccl4py is not installed
 # (a source tree on PYTHONPATH, as tools/sanitize.sh runs it).
 pytest_plugins = ["nccl.testing"]
+
+# A suite started in the background (`cmd &` without job control) inherits
+# SIGINT as ignored, and so would every rank it starts, so the tests that
+# interrupt ranks or the launcher would see nothing happen.  Give the test
+# process (and through exec, its children) the usual disposition back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _STUB_DIR = Path(tempfile.mkdtemp(prefix="nccl4py-test-stubs-"))
 

@@ -49,7 +49,7 @@ def test_upstream_style_programs_under_mpiexec(path):
     pytest.importorskip("mpi4py")
     env = clean_env(NCCL4PY_BACKEND="host", NCCL4PY_HOST_TIMEOUT="60",
                     OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    p = subprocess.run([_mpiexec(), "-n", "3", sys.executable, str(path)], env=env,
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run([_mpiexec(), "-n", "3", sys.executable, "-m", "mpi4py", str(path)],
+                       env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert p.stdout.count("ok") == 3, p.stdout

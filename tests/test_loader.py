@@ -19,10 +19,16 @@ from nccl import _discovery
 
 
 @pytest.fixture
-def env(monkeypatch):
+def env(monkeypatch, tmp_path):
+    """A machine with one visible NVIDIA GPU (a fake /dev) and nothing else."""
     for var in ("NCCL_LIBRARY", "NCCL4PY_BACKEND", "NCCL4PY_PLATFORM", "ROCM_PATH", "HIP_PATH",
-                "CUDA_HOME", "CUDA_PATH"):
+                "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                "ROCR_VISIBLE_DEVICES"):
         monkeypatch.delenv(var, raising=False)
+    dev = tmp_path / "dev-with-gpu"
+    dev.mkdir()
+    (dev / "nvidia0").touch()
+    monkeypatch.setenv(_discovery.TEST_DEV_DIR_ENV, str(dev))
     monkeypatch.setattr(_discovery, "_find_library", lambda name: None)
     monkeypatch.setattr(_discovery, "_hip_runtime_hint", lambda: None)
     return monkeypatch
@@ -75,7 +81,7 @@ def test_cuda_order_with_wheel_first(env, tmp_path):
     assert paths(cands) == [
         str(wheel / "libnccl.so.2"), "/cuda/lib64/libnccl.so.2", "libnccl.so.2",
         "/rocm/lib/librccl.so", "/opt/rocm/lib/librccl.so", "librccl.so"]
-    assert decision.startswith("platform cuda first")
+    assert "platform cuda first" in decision and "GPUs are visible" in decision
 
 
 def test_hip_runtime_puts_rocm_first(env, tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -43,8 +44,10 @@ def _sanitizer_runtime() -> bool:
 @pytest.mark.skipif(not _sanitizer_runtime(), reason="no ASan runtime for the C compiler")
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is needed for the host C test")
 def test_sanitizer_build_runs_clean():
+    # the copy is built and tested with this interpreter (its Python version, its
+    # setuptools), not whatever python3 comes first on PATH
     env = clean_env(LD_PRELOAD=None, ASAN_OPTIONS=None, UBSAN_OPTIONS=None, PYTHONPATH=None,
-                    NCCL4PY_TEST_LIBRARY=None)
+                    NCCL4PY_TEST_LIBRARY=None, PYTHON=sys.executable)
     p = subprocess.run([str(ROOT / "tools" / "sanitize.sh"), *SUBSET], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=600)
     out = p.stdout + p.stderr

@@ -78,6 +78,7 @@ def test_gpu_runtime_is_tolerant():
         def gpu_runtime_device_count():
             raise RuntimeError("no driver")
 
-    assert gpu_runtime(object()) == {"runtime": "unknown", "device_count": "unknown"}
+    assert gpu_runtime(object()) == {"runtime": "unknown", "device_count": None}
     assert gpu_runtime(Fake)["device_count"] == 3
-    assert "no driver" in gpu_runtime(Broken)["device_count"]
+    broken = gpu_runtime(Broken)
+    assert broken["device_count"] is None and "no driver" in broken["device_count_error"]

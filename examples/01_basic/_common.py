@@ -2,6 +2,11 @@
 
 Arrays live where the library wants them: NumPy arrays on nccl4py's host
 backend, torch tensors (or CuPy arrays) on the rank's GPU with NCCL/RCCL.
+
+Under mpirun/mpiexec/srun an uncaught exception on one rank aborts the whole
+job (MPI_Abort), as ``python -m mpi4py prog.py`` does; otherwise the other
+ranks would wait for the failed one for ever (in MPI_Bcast of the unique id,
+in communicator creation, or in MPI_Finalize).
 """
 from __future__ import annotations
 
@@ -13,6 +18,42 @@ import numpy as np
 import nccl.core as nccl
 from nccl.run import environment
 from nccl import _nccl
+
+
+def _under_mpi() -> bool:
+    if "mpi4py.MPI" in sys.modules:
+        return True
+    try:
+        return environment(exchange_id=False).launcher in ("mpi", "slurm")
+    except Exception:  # no launcher, or an incomplete one: not an MPI job
+        return False
+
+
+def abort_job(status: int = 1) -> None:
+    """End this rank with *status*; under MPI, end every rank of the job."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if _under_mpi():
+        try:
+            from mpi4py import MPI
+        except ImportError:  # pragma: no cover - the launcher needed mpi4py already
+            pass
+        else:
+            MPI.COMM_WORLD.Abort(status)
+    sys.exit(status)
+
+
+def _abort_job_on_uncaught_exception() -> None:
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        previous(kind, value, tb)
+        abort_job(1)
+
+    sys.excepthook = hook
+
+
+_abort_job_on_uncaught_exception()
 
 
 class Arrays:
@@ -69,8 +110,12 @@ def arrays_for_this_rank() -> Arrays:
             return Arrays("torch", local_rank % torch.cuda.device_count())
     except ImportError:
         pass
-    import cupy
+    try:
+        import cupy
+    except ImportError:
+        from nccl._discovery import no_gpu_arrays_message
 
+        raise RuntimeError(no_gpu_arrays_message(_nccl.library_family())) from None
     return Arrays("cupy", local_rank % cupy.cuda.runtime.getDeviceCount())
 
 
@@ -90,7 +135,7 @@ def report(name: str, body: Callable[[nccl.Communicator, Arrays], str]) -> None:
     except Exception as e:  # a failed check or an error: this rank failed
         comm.abort()
         print(f"{name}: rank {rank}/{nranks}: FAILED: {e}", flush=True)
-        sys.exit(1)
+        abort_job(1)
     comm.destroy()
     print(f"{name}: rank {rank}/{nranks}: {detail}: SUCCESS", flush=True)
     sys.exit(0)

@@ -1,7 +1,10 @@
 """Written against nccl4py 0.2 conventions (stream positional, NCCL_SPLIT_NOCOLOR,
 NcclDataType from a NumPy dtype, group_simulate_end, bindings returning handles).
 
-    NCCL4PY_BACKEND=host mpiexec -n 4 python examples/mpi/seed_02_conventions.py
+    NCCL4PY_BACKEND=host mpiexec -n 4 python -m mpi4py examples/mpi/seed_02_conventions.py
+
+(`python -m mpi4py` aborts the whole job when a rank raises, so the other
+ranks never wait for it.)
 """
 import numpy as np
 from mpi4py import MPI

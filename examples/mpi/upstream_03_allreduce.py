@@ -1,7 +1,10 @@
 """Written only against nccl4py 0.3 names, with NumPy arrays; the unique id
 travels by mpi4py's bcast (pickling).
 
-    NCCL4PY_BACKEND=host mpiexec -n 4 python examples/mpi/upstream_03_allreduce.py
+    NCCL4PY_BACKEND=host mpiexec -n 4 python -m mpi4py examples/mpi/upstream_03_allreduce.py
+
+(`python -m mpi4py` aborts the whole job when a rank raises, so the other
+ranks never wait for it.)
 """
 import numpy as np
 from mpi4py import MPI

@@ -140,4 +140,6 @@ def select(family: str, local_rank: int, prefer: str = "auto") -> ArrayBackend:
                 raise RuntimeError("--array cupy: CuPy is not installed") from None
     if prefer == "numpy" or family == "host":
         return NumpyBackend()
-    raise RuntimeError(f"the {family} library needs GPU arrays: install torch or CuPy")
+    from nccl._discovery import no_gpu_arrays_message
+
+    raise RuntimeError(no_gpu_arrays_message(family))

@@ -4,21 +4,21 @@ launcher), show progress on a terminal, and plot."""
 from __future__ import annotations
 
 import argparse
-import glob
-import importlib.util
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
-import time
-from typing import IO
+from typing import Any
 
 from nccl._launch.forward import forwarding_signals
 
-from .collectives import COLLECTIVES, OPS, TYPES, resolve_name
+from . import checks
+from .collectives import COLLECTIVES, OPS, TYPES, counts, resolve_name
+from .progress import Progress
 
-__all__ = ["main", "build_parser", "parse_size", "sizes"]
+__all__ = ["main", "build_parser", "parse_size", "sizes", "plan"]
 
 PROG = "python -m nccl.bench"
 
@@ -37,8 +37,18 @@ ranks: --nranks N starts N ranks on this machine with python -m nccl.run
 (default: the number of visible GPUs, else 4 on the host backend).  Under
 mpirun, torchrun or srun without --nranks, each process is one rank:
   mpirun -np 8 python -m nccl.bench all_reduce -b 8 -e 1G -f 2
+Each rank drives one GPU: -g and -t accept only 1 (nccl-tests' -g 8 is
+--nranks 8 here).  -G, -z, -N and -C are accepted and ignored with a note.
 
 arrays: NumPy on the host backend; torch (or CuPy) on GPUs.
+
+before any rank starts, the sizes, the root, NCCL_TESTS_MIN_BW and the -J and
+--plot paths are checked.  A progress line with the time left goes to
+stderr (redrawn on a terminal, else every --progress-every seconds).  The
+run ends with a summary of every collective.  -J writes the results as JSON
+(units, hostname, timestamp, command line, average busbw per collective);
+--plot-from redraws a saved file:
+  python -m nccl.bench --plot-from out.json bw.png
 
 exit status: 0 when every check passed; 1 when any #wrong or out-of-bounds
 value is non-zero (or the average busbw is below 0.9 x NCCL_TESTS_MIN_BW);
@@ -83,11 +93,33 @@ def _positive(text: str) -> int:
     return v
 
 
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds: {text!r}")
+    return v
+
+
+# nccl-tests options that have no meaning here: accepted, ignored, and said so.
+NOT_APPLICABLE = {
+    "cudagraph": ("-G", "collectives are called one by one from Python, not captured in "
+                  "CUDA graphs"),
+    "blocking": ("-z", "each size is timed over all its iterations with one "
+                 "synchronisation at the end"),
+    "run_cycles": ("-N", "every size runs once; run the command again for more cycles"),
+    "report_cputime": ("-C", "the times reported are wall-clock times"),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=_DESCRIPTION, epilog=_EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("collectives", nargs="*", metavar="collective", default=["all_reduce"],
-                   help="collectives to run (default: all_reduce)")
+    p.add_argument("collectives", nargs="*", metavar="collective", default=[],
+                   help="collectives to run (default: all_reduce); with --plot-from, the "
+                   "PNG file to write")
     p.add_argument("--nranks", "--np", type=_positive, metavar="N",
                    help="start N ranks on this machine (default: visible GPUs, else 4)")
     p.add_argument("--backend", choices=("auto", "host", "nccl", "rccl"), default="auto",
@@ -124,10 +156,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the results as JSON")
     g.add_argument("-T", "--timeout", type=_positive, metavar="SECONDS",
                    help="stop every rank after SECONDS (exit status 124)")
+    g.add_argument("-g", "--ngpus", type=_positive, default=1, metavar="1",
+                   help="GPUs per rank: only 1 (use --nranks N for N ranks)")
+    g.add_argument("-t", "--nthreads", type=_positive, default=1, metavar="1",
+                   help="threads per process: only 1 (use --nranks N for N ranks)")
+    na = p.add_argument_group("nccl-tests options accepted and ignored (not applicable here)")
+    for dest, (flag, why) in NOT_APPLICABLE.items():
+        na.add_argument(flag, f"--{dest}", type=int, metavar="N", help=why)
     p.add_argument("--plot", metavar="PNG",
-                   help="draw algbw and busbw against size (log-log) into PNG "
-                   "(needs matplotlib)")
+                   help="draw bandwidth against size (log-log) into PNG: algbw and busbw "
+                   "for one collective, one panel per collective for several (needs "
+                   "matplotlib)")
+    p.add_argument("--plot-from", metavar="JSON",
+                   help="draw a saved -J file instead of running: --plot-from out.json bw.png")
+    p.add_argument("--progress-every", type=_seconds, default=10.0, metavar="SECONDS",
+                   help="when stderr is not a terminal, a progress line every SECONDS "
+                   "(default 10; 0: none)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--command-line", help=argparse.SUPPRESS)
     return p
 
 
@@ -166,98 +212,86 @@ def _step_text(ns: argparse.Namespace) -> str:
     return f"{ns.stepfactor}(factor)" if ns.stepfactor > 1 else f"{ns.stepbytes}(bytes)"
 
 
-def visible_gpus(environ: dict[str, str] | None = None) -> int:
-    """A cheap count of the GPUs this process would see (no library is loaded)."""
-    env = dict(os.environ) if environ is None else environ
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
-        if var in env:
-            ids = [x for x in env[var].split(",") if x.strip()]
-            if not ids or ids[0].strip() == "-1":
-                return 0
-            return len(ids)
-    nvidia = len(glob.glob("/dev/nvidia[0-9]*"))
-    if nvidia:
-        return nvidia
-    if os.path.exists("/dev/kfd"):
-        return len(glob.glob("/dev/dri/renderD*"))
-    return 0
-
-
-def _outside_launcher() -> bool:
-    """True when a launcher (mpirun, torchrun, srun) started this process as a rank."""
+def _launcher_environment() -> Any:
+    """The rank environment when mpirun, torchrun or srun started this process, else None."""
     try:
         from nccl.run import environment
 
-        environment(exchange_id=False)
-        return True
+        return environment(exchange_id=False)
     except Exception:
-        return False
+        return None
 
 
-class _Progress:
-    """'[3/22] all_reduce' on stderr, redrawn in place; only on a terminal."""
-
-    def __init__(self, stream: IO[str], total: int) -> None:
-        self.stream, self.total, self.done, self.t0 = stream, total, 0, time.monotonic()
-        self.shown = False
-
-    def clear(self) -> None:
-        if self.shown:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
-            self.shown = False
-
-    def show(self, what: str) -> None:
-        pct = 100 * self.done // max(self.total, 1)
-        self.stream.write(f"\r\033[K[{self.done}/{self.total} sizes, {pct}%, "
-                          f"{time.monotonic() - self.t0:.1f} s] {what}")
-        self.stream.flush()
-        self.shown = True
-
-
-def _expected_rows(names: list[str], n_types: int, n_ops: int, root_arg: str, nranks: int,
-                   n_sizes: int) -> int:
-    total = 0
+def plan(names: list[str], type_names: list[str], op_names: list[str], root_arg: str,
+         nranks: int, size_list: list[int]) -> list[tuple[str, list[int]]]:
+    """The rows each collective's block will print, in order (see worker.Bench.run)."""
+    out = []
     for name in names:
         c = COLLECTIVES[name]
-        roots = (nranks if root_arg == "all" else 1) if c.rooted else 1
-        total += n_types * (n_ops if c.reduces else 1) * roots * n_sizes
-    return total
+        rows: list[int] = []
+        for t in type_names:
+            dtype = TYPES.index(t)
+            for _op in (op_names if c.reduces else [None]):
+                for _root in (range(nranks) if root_arg == "all" else [0]) if c.rooted else [0]:
+                    rows += [s for s in size_list if c.split == "none" or not s
+                             or counts(c, s, dtype, nranks)[2] > 0]
+        out.append((c.binary, rows))
+    return out
 
 
-def _spawn(ns: argparse.Namespace, argv: list[str], names: list[str], n_types: int,
-           n_ops: int, n_sizes: int, json_path: str | None) -> int:
-    nranks = ns.nranks or visible_gpus() or 4
+def _spawn(ns: argparse.Namespace, argv: list[str], nranks: int,
+           blocks: list[tuple[str, list[int]]], json_path: str | None) -> int:
     cmd = [sys.executable, "-m", "nccl.run", "-n", str(nranks), "--backend", ns.backend]
     if ns.timeout:
         cmd += ["--timeout", str(ns.timeout)]
-    cmd += ["-m", "nccl.bench", *argv, "--worker"]
+    cmd += ["-m", "nccl.bench", *argv, "--worker", "--command-line",
+            " ".join([PROG, shlex.join(argv)])]
     if json_path and not ns.output_file:
         cmd += ["-J", json_path]
     # SIGINT/SIGTERM/SIGHUP go to the launcher, which passes them to every
     # rank; the status is then 128+N (130 for Ctrl-C, 143 for SIGTERM).
-    progress = sys.stderr.isatty()
-    if not progress:
-        with forwarding_signals(cmd) as (proc, fwd):
-            return fwd.status(proc.wait())
-    bar = _Progress(sys.stderr, _expected_rows(names, n_types, n_ops, ns.root, nranks, n_sizes))
+    bar = Progress(sys.stderr, blocks, tty=sys.stderr.isatty(), every=ns.progress_every)
     with forwarding_signals(cmd, stdout=subprocess.PIPE, text=True, bufsize=1) as (proc, fwd):
         assert proc.stdout is not None
-        current = names[0] if names else ""
+        bar.start()
         try:
             for line in proc.stdout:
                 bar.clear()
                 sys.stdout.write(line)
                 sys.stdout.flush()
-                if line.startswith("# Collective test starting:"):
-                    current = line.split(":", 1)[1].strip()
-                elif line.strip() and not line.startswith("#"):
-                    bar.done += 1
-                if not line.startswith("# Collective test concluded"):
-                    bar.show(current)
+                bar.feed(line)
             return fwd.status(proc.wait())
         finally:
-            bar.clear()
+            bar.stop()
+
+
+def _error(parser: argparse.ArgumentParser, problems: list[str]) -> int:
+    parser.print_usage(sys.stderr)
+    for problem in problems:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+    return 2
+
+
+def _plot_from(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``--plot-from results.json out.png``: redraw saved results, run nothing."""
+    from .plot import BadResults, MissingMatplotlib, load, plot, require_matplotlib
+
+    outputs = list(ns.collectives) + ([ns.plot] if ns.plot else [])
+    if len(outputs) != 1:
+        return _error(parser, ["--plot-from JSON needs exactly one output file: "
+                               "--plot-from out.json bw.png"])
+    png = outputs[0]
+    problem = checks.writable(png, "the plot")
+    try:
+        doc = load(ns.plot_from)
+        require_matplotlib()
+    except (BadResults, MissingMatplotlib) as e:
+        return _error(parser, [str(e)] + ([problem] if problem else []))
+    if problem:
+        return _error(parser, [problem])
+    plot(doc, png)
+    print(f"# plot written to {png}", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,29 +301,49 @@ def main(argv: list[str] | None = None) -> int:
         ns = parser.parse_args(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if ns.plot_from is not None:
+        return _plot_from(ns, parser)
+    problems = [f"{flag} {value}: each rank drives one GPU here; for {value} ranks use "
+                f"--nranks {value} (or mpirun -np {value})"
+                for flag, value in (("-g", ns.ngpus), ("-t", ns.nthreads)) if value != 1]
     try:
-        if ns.collectives == ["all"]:
+        wanted = ns.collectives or ["all_reduce"]
+        if wanted == ["all"]:
             names = list(COLLECTIVES)
         else:
-            names = list(dict.fromkeys(resolve_name(c) for c in ns.collectives))
+            names = list(dict.fromkeys(resolve_name(c) for c in wanted))
         type_names = _list(ns.datatype, TYPES, "datatype")
         op_names = _list(ns.op, OPS, "op")
-        if ns.root != "all":
-            int(ns.root)
     except ValueError as e:
-        parser.print_usage(sys.stderr)
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    if ns.minbytes > ns.maxbytes:
-        print(f"{PROG}: error: -b {ns.minbytes} is larger than -e {ns.maxbytes}",
-              file=sys.stderr)
-        return 2
+        return _error(parser, problems + [str(e)])
+    launched = None if ns.worker or ns.nranks is not None else _launcher_environment()
+    in_rank = ns.worker or launched is not None
+    if ns.worker:
+        nranks = None  # the parent checked everything
+    elif launched is not None:
+        nranks = launched.nranks
+    else:
+        from nccl._discovery import visible_gpus
+
+        nranks = ns.nranks or visible_gpus()[0] or 4
+    lead = not ns.worker and (launched is None or launched.rank == 0)
+    if not ns.worker:
+        problems += checks.preflight(ns, nranks, paths=lead)
+    if ns.plot and not ns.worker and not problems:
+        from .plot import MissingMatplotlib, require_matplotlib
+
+        try:
+            require_matplotlib()
+        except MissingMatplotlib as e:
+            problems.append(f"--plot: {e}")
+    if problems:
+        return _error(parser, problems)
+    if lead:
+        for dest, (flag, why) in NOT_APPLICABLE.items():
+            if getattr(ns, dest) is not None:
+                print(f"{PROG}: note: {flag} {getattr(ns, dest)} is not applicable here "
+                      f"({why}); ignored", file=sys.stderr)
     size_list = sizes(ns.minbytes, ns.maxbytes, ns.stepbytes, ns.stepfactor)
-    if ns.plot and importlib.util.find_spec("matplotlib") is None:
-        print(f"{PROG}: error: --plot needs matplotlib: pip install matplotlib "
-              "(or pip install 'nccl4py[plot]')", file=sys.stderr)
-        return 2
-    in_rank = ns.worker or (ns.nranks is None and _outside_launcher())
     if in_rank:
         from . import worker
 
@@ -306,22 +360,19 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if tmp is not None:
                 os.unlink(tmp.name)
+    assert nranks is not None
     json_path = ns.output_file
     tmpdir = None
     if ns.plot and not json_path:
         tmpdir = tempfile.mkdtemp(prefix="nccl4py-bench-")
         json_path = os.path.join(tmpdir, "results.json")
     try:
-        status = _spawn(ns, argv, names, len(type_names), len(op_names), len(size_list),
-                        json_path)
+        blocks = plan(names, type_names, op_names, ns.root, nranks, size_list)
+        status = _spawn(ns, argv, nranks, blocks, json_path)
         if ns.plot and json_path and os.path.exists(json_path):
-            from .plot import MissingMatplotlib, plot_file
+            from .plot import plot_file
 
-            try:
-                plot_file(json_path, ns.plot)
-            except MissingMatplotlib as e:
-                print(f"{PROG}: error: {e}", file=sys.stderr)
-                return status or 2
+            plot_file(json_path, ns.plot)
             print(f"# plot written to {ns.plot}", file=sys.stderr)
         return status
     finally:

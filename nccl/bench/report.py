@@ -10,8 +10,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Half", "Row", "format_time", "format_row", "header_lines", "footer_lines",
-           "preamble_lines", "row_record"]
+__all__ = ["Half", "Row", "Summary", "format_time", "format_row", "header_lines",
+           "footer_lines", "preamble_lines", "row_record", "summary_lines", "UNITS"]
+
+# The units of the JSON records' fields (also written into the JSON file).
+UNITS = {"size": "B", "count": "elements", "time": "us", "alg_bw": "GB/s", "bus_bw": "GB/s",
+         "avg_busbw": "GB/s", "max_busbw": "GB/s"}
 
 
 @dataclass
@@ -33,6 +37,37 @@ class Row:
     out_of_place: Half
     in_place: Half
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Summary:
+    """One collective's results over the whole sweep."""
+    binary: str
+    rows: int
+    avg_busbw: float    # the footer's average: over every half of every row
+    max_busbw: float
+    nwrong: int | None  # None: not checked (-c 0)
+    out_of_bounds: int
+    below_min_bw: bool = False  # the average is under 0.9 x NCCL_TESTS_MIN_BW
+
+    @classmethod
+    def of(cls, binary: str, rows: list[Row], out_of_bounds: int,
+           min_bw: float | None = None) -> "Summary":
+        halves = [h for r in rows for h in (r.out_of_place, r.in_place)]
+        avg = sum(h.busbw for h in halves) / len(halves) if halves else 0.0
+        checked = [h.nwrong for h in halves if h.nwrong is not None]
+        return cls(binary, len(rows), avg, max((h.busbw for h in halves), default=0.0),
+                   sum(checked) if checked or not halves else None, out_of_bounds,
+                   min_bw is not None and avg < 0.9 * min_bw)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.nwrong or self.out_of_bounds or self.below_min_bw)
+
+    def record(self) -> dict[str, Any]:
+        return {"rows": self.rows, "avg_busbw": self.avg_busbw, "max_busbw": self.max_busbw,
+                "nwrong": self.nwrong, "out_of_bounds": self.out_of_bounds,
+                "below_min_bw": self.below_min_bw}
 
 
 def format_time(usec: float) -> str:
@@ -106,3 +141,21 @@ def row_record(r: Row) -> dict[str, Any]:
     return {"collective": r.collective, "size": r.size, "count": r.count, "type": r.type,
             "redop": r.redop, "root": r.root, "out_of_place": half(r.out_of_place),
             "in_place": half(r.in_place)}
+
+
+def summary_lines(summaries: list[Summary], elapsed_s: float) -> list[str]:
+    """The end-of-run summary across collectives (comment lines, after the last block)."""
+    out = ["#", f"# Summary of {len(summaries)} collective test(s) in {elapsed_s:.1f} s",
+           "# %-26s  %5s  %10s  %10s  %8s  %13s" % ("collective", "sizes", "avg busbw",
+                                                    "max busbw", "#wrong", "out of bounds"),
+           "# %-26s  %5s  %10s  %10s  %8s  %13s" % ("", "", "(GB/s)", "(GB/s)", "", "")]
+    for s in summaries:
+        wrong = "N/A" if s.nwrong is None else str(s.nwrong)
+        out.append("# %-26s  %5d  %10.3f  %10.3f  %8s  %13d%s" % (
+            s.binary, s.rows, s.avg_busbw, s.max_busbw, wrong, s.out_of_bounds,
+            "  below NCCL_TESTS_MIN_BW" if s.below_min_bw else ""))
+    bad = sum((s.nwrong or 0) + s.out_of_bounds for s in summaries)
+    failed = [s.binary for s in summaries if s.failed]
+    verdict = f"FAILED ({', '.join(failed)})" if failed else "OK"
+    out.append(f"# Result: {verdict}: {bad} wrong or out-of-bounds values")
+    return out

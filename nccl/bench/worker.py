@@ -3,6 +3,7 @@ size timed out of place and in place, checked, and printed by rank 0."""
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import socket
@@ -275,15 +276,17 @@ class Bench:
     # --------------------------------------------------------------- run
 
     def run(self, names: list[str], sizes: list[int], type_names: list[str],
-            op_names: list[str], roots: list[int], step: str) -> tuple[list[report.Row], int, int]:
+            op_names: list[str], roots: list[int],
+            step: str) -> tuple[list[report.Row], list[report.Summary]]:
         ns = self.ns
         types, skipped = _types_available(type_names)
         if skipped:
             self.emit(f"# skipping {', '.join(skipped)}: NumPy needs ml_dtypes for these types")
         devices = self.device_lines()
         all_rows: list[report.Row] = []
-        bad = 0
-        nrows = 0
+        summaries: list[report.Summary] = []
+        min_bw_text = os.environ.get("NCCL_TESTS_MIN_BW")
+        min_bw = float(min_bw_text) if min_bw_text else None
         maxbytes = max(sizes) if sizes else 0
         self.sendraw = self.arr.alloc(maxbytes + GUARD)
         self.recvraw = self.arr.alloc(maxbytes + GUARD)
@@ -320,19 +323,15 @@ class Bench:
                             self.emit(report.format_row(row))
                     if op == "mulsum":
                         opobj.close()
-            halves = [h for r in rows for h in (r.out_of_place, r.in_place)]
-            avg = sum(h.busbw for h in halves) / len(halves) if halves else 0.0
-            for line in report.footer_lines(coll.binary, oob, avg):
+            summary = report.Summary.of(coll.binary, rows, oob, min_bw)
+            for line in report.footer_lines(coll.binary, oob, summary.avg_busbw):
                 self.emit(line)
-            bad += oob + sum(h.nwrong or 0 for h in halves)
-            nrows += len(rows)
             all_rows += rows
-            min_bw = os.environ.get("NCCL_TESTS_MIN_BW")
-            if min_bw and avg < 0.9 * float(min_bw):
-                self.emit(f"# {coll.binary}: average bus bandwidth {avg:g} is below "
-                          f"NCCL_TESTS_MIN_BW={min_bw}")
-                bad += 1
-        return all_rows, bad, nrows
+            summaries.append(summary)
+            if summary.below_min_bw:
+                self.emit(f"# {coll.binary}: average bus bandwidth {summary.avg_busbw:g} is "
+                          f"below NCCL_TESTS_MIN_BW={min_bw_text}")
+        return all_rows, summaries
 
     def warmup(self, coll: Collective, maxbytes: int, dtype: int, opobj: Any, root: int) -> None:
         esz = ITEMSIZE[dtype]
@@ -378,23 +377,38 @@ def run(ns: argparse.Namespace, names: list[str], sizes: list[int], type_names: 
             emit_live(f"# invalid root {roots[0]} for {bench.nranks} ranks")
             bench.close()
             return 2
+    started = time.time()
     try:
-        rows, bad, nrows = bench.run(names, sizes, type_names, op_names, roots, step)
+        rows, summaries = bench.run(names, sizes, type_names, op_names, roots, step)
     except BaseException:
         bench.comm.abort()
         raise
     bench.close()
+    elapsed = time.time() - started
+    if summaries:
+        for line in report.summary_lines(summaries, elapsed):
+            emit_live(line)
+    failed = any(s.failed for s in summaries)
     if lead and ns.output_file:
         doc = {
             "nccl4py_bench": _version(),
+            "command_line": ns.command_line or " ".join(["python -m nccl.bench", *sys.argv[1:]]),
+            "hostname": socket.gethostname(),
+            "timestamp": datetime.datetime.fromtimestamp(started, datetime.timezone.utc)
+            .isoformat(timespec="seconds"),
+            "elapsed_s": round(elapsed, 3),
+            "units": report.UNITS,
             "library": {"path": bench.lib_path, "family": bench.family,
                         "version_code": bench.library_code},
             "array": bench.arr.name,
             "nranks": bench.nranks,
             "iters": ns.iters, "warmup_iters": ns.warmup_iters, "agg_iters": ns.agg_iters,
             "check": ns.check,
+            "summary": {s.binary[:-len("_perf")]: s.record() for s in summaries},
             "results": [report.row_record(r) for r in rows],
-            "wrong_or_out_of_bounds": bad,
+            "wrong_or_out_of_bounds": sum((s.nwrong or 0) + s.out_of_bounds
+                                          for s in summaries),
+            "failed": failed,
         }
         with open(ns.output_file, "w") as f:
             json.dump(doc, f, indent=1)
@@ -402,6 +416,6 @@ def run(ns: argparse.Namespace, names: list[str], sizes: list[int], type_names: 
             from .plot import plot_file
 
             plot_file(ns.output_file, ns.plot)
-    if nrows == 0 and lead:
+    if not rows and lead:
         print("# no test was run", file=sys.stderr)
-    return 1 if bad else 0
+    return 1 if failed else 0

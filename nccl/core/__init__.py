@@ -12,6 +12,8 @@ from .typing import *  # noqa: F401,F403
 from .typing import __all__ as _typing_all
 from .constants import *  # noqa: F401,F403
 from .constants import __all__ as _constants_all
+from .enums import NcclCftCap, NcclCftTeamMode, NcclHostCftMode, NcclNvlsHostMode
+from .coll_config import NCCLCollConfig, NcclEventSpec, VendorOption
 from .config import NCCLConfig, NCCLDevCommRequirements, WaitSignalDesc
 from .communicator import CPUDevice, Communicator
 from .resources import CustomRedOp, DevCommResource, RegisteredBufferHandle, RegisteredWindowHandle
@@ -21,6 +23,8 @@ from .utils import (UniqueId, Version, get_error_string, get_lib_path, get_lib_v
 from .memory import HostBuffer, mem_alloc, mem_free
 
 __all__ = [*_typing_all, *_constants_all,
+           "NcclHostCftMode", "NcclNvlsHostMode", "NcclCftTeamMode", "NcclCftCap",
+           "NCCLCollConfig", "VendorOption", "NcclEventSpec",
            "NCCLConfig", "WaitSignalDesc", "NCCLDevCommRequirements", "Communicator", "CPUDevice",
            "RegisteredBufferHandle", "RegisteredWindowHandle", "CustomRedOp", "DevCommResource",
            "group", "group_start", "group_end", "group_simulate_end", "GroupSimInfo",

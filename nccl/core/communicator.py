@@ -31,7 +31,8 @@ from .config import NCCLConfig, NCCLDevCommRequirements, WaitSignalDesc
 from .constants import CommShrinkFlag, CommSuspendFlag, WindowFlag
 from .resources import (CommResource, CustomRedOp, DevCommResource, RegisteredBufferHandle,
                         RegisteredWindowHandle)
-from .typing import NcclDataType, NcclGinType
+from .enums import decode_gin_type
+from .typing import NcclDataType
 from .utils import UniqueId
 
 __all__ = ["Communicator", "CPUDevice"]
@@ -383,8 +384,8 @@ class Communicator(_nccl._CommunicatorBase):
     multimem_support = property(lambda self: bool(self._properties().multimem_support))
     host_rma_support = property(lambda self: bool(self._properties().host_rma_support))
     n_lsa_teams = property(lambda self: self._properties().n_lsa_teams)
-    gin_type = property(lambda self: NcclGinType(self._properties().gin_type))
-    railed_gin_type = property(lambda self: NcclGinType(self._properties().railed_gin_type))
+    gin_type = property(lambda self: decode_gin_type(self._properties().gin_type))
+    railed_gin_type = property(lambda self: decode_gin_type(self._properties().railed_gin_type))
 
     def __repr__(self) -> str:
         if not self.ptr:

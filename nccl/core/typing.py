@@ -9,7 +9,6 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any, Protocol, Union, runtime_checkable
 
-from nccl._enums import GinConnectionType, GinType
 from nccl._errors import NcclInvalid
 
 __all__ = [
@@ -107,10 +106,7 @@ class NcclRedOp(IntEnum):
                           f"reduction operator")
 
 
-# The same values as the low-level enums (value 4 is GPI on NCCL and
-# ROCSHMEM on RCCL; 5 is RCCL's ANVIL).
-NcclGinType = GinType
-NcclGinConnectionType = GinConnectionType
+from .enums import NcclGinConnectionType, NcclGinType  # noqa: E402  (re-exported)
 
 
 class NcclCommMemStat(IntEnum):
