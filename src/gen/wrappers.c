@@ -1576,6 +1576,29 @@ w_get_peer_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
 }
 
 static PyObject *
+w_ll_a2a_calc_slots(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"max_elts", "max_elt_size", NULL};
+    PyObject *a[2];
+    if (n4p_parse_args(args, nargs, kwnames, "ll_a2a_calc_slots", kw, 2, 2, a) < 0)
+        return NULL;
+    ncclLLA2ACalcSlots_fn fn = (ncclLLA2ACalcSlots_fn)n4p_fn(mod, N4P_IDX_ncclLLA2ACalcSlots);
+    if (fn == NULL)
+        return NULL;
+    int v0;
+    int v1;
+    if (n4p_arg_int(a[0], "max_elts", &v0) < 0)
+        return NULL;
+    if (n4p_arg_int(a[1], "max_elt_size", &v1) < 0)
+        return NULL;
+    int v;
+    Py_BEGIN_ALLOW_THREADS
+    v = fn(v0, v1);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong((long)v);
+}
+
+static PyObject *
 w_all_reduce_with_bias(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream", "acc", NULL};
@@ -2839,6 +2862,25 @@ PyMethodDef n4p_api_methods[] = {
      "Raises:\n"
      "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
      "  FunctionNotFoundError: the loaded library lacks ncclGetPeerDevicePointer.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"ll_a2a_calc_slots", (PyCFunction)(void (*)(void))w_ll_a2a_calc_slots, METH_FASTCALL | METH_KEYWORDS,
+     "ll_a2a_calc_slots(max_elts, max_elt_size)\n"
+     "--\n"
+     "\n"
+     "The number of slots that a low-latency all-to-all buffer needs for max_elts elements of max_elt_size bytes.\n"
+     "\n"
+     "Calls ncclLLA2ACalcSlots (NCCL 2.28.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  max_elts (int): C int\n"
+     "  max_elt_size (int): C int\n"
+     "\n"
+     "Returns:\n"
+     "  int: the function's result.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclLLA2ACalcSlots.\n"
      "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
      "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
     {"all_reduce_with_bias", (PyCFunction)(void (*)(void))w_all_reduce_with_bias, METH_FASTCALL | METH_KEYWORDS,
