@@ -378,6 +378,8 @@ int n4p_init_handles(PyObject *mod, n4p_state *st);
 PyObject *n4p_handle_new(n4p_state *st, enum n4p_handle_kind kind, void *value);
 /* The slot of a handle object (any kind): the out-parameter for the library. */
 void **n4p_handle_slot(PyObject *o);
+/* Whether o is a handle object (Comm or Window, subclasses included). */
+int n4p_is_handle(PyObject *o);
 /* The kind of a handle object (subclasses included), or -1 for anything else. */
 int n4p_handle_kind_of(n4p_state *st, PyObject *o);
 int n4p_init_communicator(PyObject *mod, n4p_state *st);

@@ -25,6 +25,7 @@
  *            pending ones' group end (`deferred_abort`).
  */
 #include "bindings.h"
+#include "trace.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -44,6 +45,7 @@ typedef struct {
     atomic_int pending;       /* calls queued in groups that have not ended */
     atomic_int active;        /* calls of groups now ending */
     ncclComm_t deferred_abort; /* aborted while calls were pending */
+    n4p_trace *trace;          /* flight recorder and watchdog (trace.h) */
 } commobj;
 
 /* The current process id, kept up to date in fork() children. */
@@ -100,6 +102,8 @@ reset_cache(commobj *self)
 static int
 check_valid(PyObject *mod, commobj *self, const char *op)
 {
+    if (n4p_trace_check(mod, self->trace, &self->comm, op) < 0)
+        return -1;
     if (self->comm == NULL) {
         invalid(mod, "Cannot %s: Communicator not initialized", op);
         return -1;
@@ -179,6 +183,7 @@ comm_group_ended(PyObject *o)
 {
     commobj *self = (commobj *)o;
     atomic_fetch_sub(&self->active, 1);
+    n4p_trace_group_ended(NULL, self->trace);
     if (self->deferred_abort != NULL && atomic_load(&self->pending) == 0 &&
         atomic_load(&self->active) == 0) {
         ncclComm_t c = self->deferred_abort;
@@ -326,6 +331,7 @@ resolve(PyObject *mod, commobj *self, PyObject *obj, const char *name, int writa
         n4p_buffer_release(b);
         return -1;
     }
+    n4p_trace_note_buffer(writable, b->ptr, b->count, b->dtype);
     return 0;
 }
 
@@ -334,8 +340,12 @@ resolve(PyObject *mod, commobj *self, PyObject *obj, const char *name, int writa
 static int
 get_op(PyObject *o, int *op)
 {
-    if (PyLong_Check(o) || (!PyFloat_Check(o) && PyIndex_Check(o)))
-        return n4p_arg_int(o, "op", op);
+    if (PyLong_Check(o) || (!PyFloat_Check(o) && PyIndex_Check(o))) {
+        if (n4p_arg_int(o, "op", op) < 0)
+            return -1;
+        n4p_trace_note_int("op", *op);
+        return 0;
+    }
     PyErr_Format(PyExc_TypeError, "op must be an NcclRedOp, a CustomRedOp or an int, not %.100s",
                  Py_TYPE(o)->tp_name);
     return -1;
@@ -351,6 +361,7 @@ get_rank_arg(PyObject *mod, commobj *self, PyObject *o, const char *what, int *o
                 self->nranks);
         return -1;
     }
+    n4p_trace_note_int(what, *out);
     return 0;
 }
 
@@ -375,12 +386,14 @@ get_stream(PyObject *mod, PyObject *o, cudaStream_t *out)
     if (o != NULL && n4p_stream_resolve(mod, o, &s) < 0)
         return -1;
     *out = (cudaStream_t)s;
+    n4p_trace_note_stream(s);
     return 0;
 }
 
 static PyObject *
 finish(PyObject *mod, ncclResult_t r)
 {
+    n4p_trace_note_status(r);
     return n4p_status_none(mod, r);
 }
 
@@ -389,15 +402,21 @@ finish(PyObject *mod, ncclResult_t r)
 #define BODY_ARGS \
     PyObject *mod, commobj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
 
-/* c_name: the method; it runs b_name (the body) between enter() and leave(). */
+/* c_name: the method; it runs b_name (the body) between enter() and leave(),
+ * recorded by the flight recorder (trace.h). */
 #define GUARDED(name)                                                                          \
     static PyObject *c_##name(METHOD_ARGS)                                                     \
     {                                                                                          \
         PyObject *mod = PyType_GetModule(cls);                                                 \
         if (mod == NULL || enter(mod, self, #name) < 0)                                        \
             return NULL;                                                                       \
-        PyObject *res = ensure_info(mod, self) < 0 ? NULL : b_##name(mod, self, args, nargs,   \
-                                                                     kwnames);                 \
+        PyObject *res = NULL;                                                                  \
+        n4p_trace_entry *outer = n4p_trace_cur, *te;                                           \
+        if (ensure_info(mod, self) == 0 &&                                                     \
+            n4p_trace_begin(mod, &self->trace, &self->owner, self->comm, self->rank,           \
+                            self->nranks, #name, &te) == 0)                                    \
+            res = n4p_trace_end(mod, self->trace, te, outer,                                   \
+                                b_##name(mod, self, args, nargs, kwnames), &self->comm);       \
         leave(self);                                                                           \
         return res;                                                                            \
     }
@@ -1094,6 +1113,11 @@ cb_take_handle(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize
     ncclComm_t h = self->comm;
     if (h == NULL)
         return PyLong_FromLong(0);
+    if (self->pid == current_pid && n4p_trace_take(self->trace)) {
+        self->comm = NULL; /* the watchdog aborted it */
+        reset_cache(self);
+        return PyLong_FromLong(0);
+    }
     if (self->pid != current_pid) {
         self->comm = NULL;
         reset_cache(self);
@@ -1150,6 +1174,7 @@ cb_dealloc(commobj *self)
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     tp->tp_clear((PyObject *)self);
+    n4p_trace_free(self->trace);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -1165,6 +1190,27 @@ static int
 cb_clear(commobj *Py_UNUSED(self))
 {
     return 0;
+}
+
+static PyObject *
+cb_trace_setup(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames)
+{
+    PyObject *mod = PyType_GetModule(cls);
+    return mod == NULL ? NULL : n4p_trace_setup(mod, &self->trace, &self->owner, self->comm,
+                                                args, nargs, kwnames);
+}
+
+static PyObject *
+cb_dump_trace(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+              PyObject *kwnames)
+{
+    static const char *const kw[] = {"path", NULL};
+    PyObject *a[1];
+    PyObject *mod = PyType_GetModule(cls);
+    if (mod == NULL || n4p_parse_args(args, nargs, kwnames, "dump_trace", kw, 0, 1, a) < 0)
+        return NULL;
+    return n4p_trace_dump(mod, self->trace, a[0], "request");
 }
 
 #define CMETHOD(name, doc)                                                                     \
@@ -1204,6 +1250,14 @@ static PyMethodDef cb_methods[] = {
      "the communicator is null afterwards."},
     {"_queued", (PyCFunction)(void (*)(void))cb_queued, METH_FASTCALL,
      "_queued(*objs) -> bool: inside a group, keep objs and count a queued call."},
+    {"_trace_setup", (PyCFunction)(void (*)(void))cb_trace_setup,
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "_trace_setup(timeout=None, comm_hash=None): watchdog timeout (seconds, 0: off; None: "
+     "NCCL4PY_WATCHDOG_TIMEOUT) and hash of the communicator for its flight record."},
+    {"dump_trace", (PyCFunction)(void (*)(void))cb_dump_trace,
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "dump_trace(path=None) -> path: write this communicator's flight record (JSON) to path, "
+     "or to NCCL4PY_TRACE_DIR/rank<R>.json."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,6 +20,7 @@
 #include "bindings.h"
 #include "dlpack.h"
 #include "gpu_runtime.h"
+#include "trace.h"
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -98,6 +99,21 @@ rt_fn(PyObject *mod, int idx)
                          rt_symbol(idx), rt.path);
     }
     return p;
+}
+
+/* For the watchdog (trace.h): with mod (the GIL held) load the runtime if
+ * needed, without (any thread) only look; NULL when absent, no exception. */
+void *
+n4p_gpu_fn_quiet(PyObject *mod, int idx)
+{
+    if (!n4p_lazylib_ready(&rt)) {
+        if (mod == NULL || n4p_lazylib_load(&rt, n4p_get_state(mod)->gpu_runtime_error) < 0) {
+            if (mod != NULL)
+                PyErr_Clear();
+            return NULL;
+        }
+    }
+    return rt_fns[idx];
 }
 
 #define RT_FN(mod, id, var)                                                  \

@@ -85,8 +85,8 @@ h_hash(handleobj *self)
     return h;
 }
 
-static int
-is_handle(PyObject *o)
+int
+n4p_is_handle(PyObject *o)
 {
     /* Both types share the slots below, so tp_hash identifies them (and subclasses). */
     return Py_TYPE(o)->tp_hash == (hashfunc)h_hash;
@@ -97,7 +97,7 @@ is_handle(PyObject *o)
 static PyObject *
 as_int(PyObject *o)
 {
-    if (is_handle(o))
+    if (n4p_is_handle(o))
         return h_int((handleobj *)o);
     if (PyLong_Check(o))
         return Py_NewRef(o);

@@ -5,6 +5,7 @@
  * (see loader.c).
  */
 #include "bindings.h"
+#include "trace.h"
 
 static PyMethodDef module_methods[] = {
     {"check_status", (PyCFunction)n4p_check_status, METH_O,
@@ -41,6 +42,9 @@ static PyMethodDef module_methods[] = {
      "Raises NcclInvalid for memory the library cannot take (a layout that is not row-major, "
      "an unsupported dtype, read-only memory with writable=True), TypeError for an object "
      "with no buffer protocol."},
+    {"_trace_dump_all", (PyCFunction)n4p_trace_dump_all, METH_O,
+     "_trace_dump_all(reason) -> n: write every traced communicator's flight record into "
+     "NCCL4PY_TRACE_DIR."},
     {"resolve_stream", (PyCFunction)n4p_py_resolve_stream, METH_O,
      "resolve_stream(obj, /)\n--\n\n"
      "The stream handle (int) of a stream argument: None gives 0; an int, an object with "

@@ -9,10 +9,11 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any, Protocol, Union, runtime_checkable
 
-from nccl._errors import NcclInvalid
+from nccl._errors import NcclInvalid, NcclTimeoutError
 
 __all__ = [
-    "NcclInvalid", "NcclDataType", "NcclRedOp", "NcclGinType", "NcclGinConnectionType",
+    "NcclInvalid", "NcclTimeoutError", "NcclDataType", "NcclRedOp", "NcclGinType",
+    "NcclGinConnectionType",
     "NcclCommMemStat", "SupportsDLPack", "SupportsCAI", "NcclSupportedBuffer", "NcclBufferSpec",
     "NcclScalarSpec", "NcclDeviceSpec", "NcclStreamSpec",
     "INT8", "CHAR", "UINT8", "INT32", "INT", "UINT32", "INT64", "UINT64", "FLOAT16", "HALF",
