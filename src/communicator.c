@@ -1252,8 +1252,9 @@ static PyMethodDef cb_methods[] = {
      "_queued(*objs) -> bool: inside a group, keep objs and count a queued call."},
     {"_trace_setup", (PyCFunction)(void (*)(void))cb_trace_setup,
      METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "_trace_setup(timeout=None, comm_hash=None): watchdog timeout (seconds, 0: off; None: "
-     "NCCL4PY_WATCHDOG_TIMEOUT) and hash of the communicator for its flight record."},
+     "_trace_setup(timeout=None, comm_hash=None, rank=None, nranks=None): watchdog timeout "
+     "(seconds, 0: off; None: NCCL4PY_WATCHDOG_TIMEOUT), hash, rank and size of the "
+     "communicator for its flight record."},
     {"dump_trace", (PyCFunction)(void (*)(void))cb_dump_trace,
      METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
      "dump_trace(path=None) -> path: write this communicator's flight record (JSON) to path, "

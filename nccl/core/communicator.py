@@ -185,7 +185,7 @@ class Communicator(_nccl._CommunicatorBase):
         if not ids:
             raise NcclInvalid("unique_id must be a UniqueId or a sequence of UniqueIds")
         blob = bytearray(b"".join(_uid_bytes(u) for u in ids))
-        self._setup_trace(timeout, _trace_hash(bytes(blob)))  # checks the settings first
+        self._setup_trace(timeout, _trace_hash(bytes(blob)), rank, nranks)  # checks settings first
         self._owns = True
         # inside a group the library fills the handle at the outermost group end
         self._queued(config)
@@ -193,11 +193,13 @@ class Communicator(_nccl._CommunicatorBase):
                                    _cfg_ptr(config))
         self._reset()
 
-    def _setup_trace(self, timeout: float | None, key: str) -> None:
+    def _setup_trace(self, timeout: float | None, key: str, rank: int | None = None,
+                     nranks: int | None = None) -> None:
         self._trace_key = key
         self._trace_timeout = timeout  # children inherit it
         self._children_made = 0
-        self._trace_setup(timeout, key)
+        known = type(rank) is int and type(nranks) is int  # else init reports the error
+        self._trace_setup(timeout, key, rank if known else None, nranks if known else None)
         _register_exit_dump()
 
     def _reset(self) -> None:
