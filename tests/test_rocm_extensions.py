@@ -9,7 +9,7 @@ import pytest
 
 import nccl.core as nc
 from refdata import NP, D, inputs
-from test_host_collectives import host_available
+from conftest import host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 

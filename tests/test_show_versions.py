@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from conftest import clean_env, run_python
-from test_host_collectives import host_available
+from conftest import clean_env, host_available, run_python
 
 
 def test_library_info_form():
