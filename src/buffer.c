@@ -299,30 +299,29 @@ set_type(const ctx_t *c, n4p_buffer *out, int dtype, size_t count, size_t itemsi
 /* -------------------------------------------------------- buffer protocol */
 
 /* NCCL dtype of a struct-module format, or -1: the letter's DLPack code, and
- * the element size it implies (0: any; 'l' and 'n' vary by platform). */
+ * the element size it implies ('l' and 'n' vary by platform). */
 static int
 format_dtype(const char *fmt, size_t itemsize)
 {
+#define IMPLIES(code, size) return itemsize == (size) ? by_code[code][size] - 1 : -1
     if (fmt == NULL)
         return itemsize == 1 ? ncclUint8 : -1;
     if (fmt[0] == '@' || fmt[0] == '=' || fmt[0] == NATIVE_ORDER)
         fmt++;
     if (fmt[0] == '\0' || fmt[1] != '\0')
         return -1;
-    unsigned code;
-    size_t implied = 0;
     switch (fmt[0]) {
-    case '?': code = N4P_DL_BOOL, implied = 1; break;
-    case 'b': code = N4P_DL_INT, implied = 1; break;
-    case 'B': code = N4P_DL_UINT, implied = 1; break;
-    case 'e': code = N4P_DL_FLOAT, implied = 2; break;
-    case 'f': code = N4P_DL_FLOAT, implied = 4; break;
-    case 'd': code = N4P_DL_FLOAT, implied = 8; break;
-    case 'i': case 'l': case 'q': case 'n': code = N4P_DL_INT; break;
-    case 'I': case 'L': case 'Q': case 'N': code = N4P_DL_UINT; break;
+    case '?': IMPLIES(N4P_DL_BOOL, 1);
+    case 'b': IMPLIES(N4P_DL_INT, 1);
+    case 'B': IMPLIES(N4P_DL_UINT, 1);
+    case 'e': IMPLIES(N4P_DL_FLOAT, 2);
+    case 'f': IMPLIES(N4P_DL_FLOAT, 4);
+    case 'd': IMPLIES(N4P_DL_FLOAT, 8);
+    case 'i': case 'l': case 'q': case 'n': return code_dtype(N4P_DL_INT, itemsize);
+    case 'I': case 'L': case 'Q': case 'N': return code_dtype(N4P_DL_UINT, itemsize);
     default: return -1;
     }
-    return implied == 0 || implied == itemsize ? code_dtype(code, itemsize) : -1;
+#undef IMPLIES
 }
 
 static void
