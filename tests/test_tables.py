@@ -12,7 +12,8 @@ import pytest
 import gen_types
 import nccl.bindings as b
 import nccl.core as nc
-from conftest import ROOT
+from conftest import ROOT, host_available
+from host_ranks import run_ranks
 from nccl import _dtypes, _nccl
 from nccl._errors import NcclInvalid
 
@@ -28,10 +29,11 @@ def test_generated_parts_are_current():
 
 def test_check_mode_finds_a_stale_block(tmp_path):
     root = tmp_path / "tree"
-    for rel in ("src/dtypes.def", "src/structs.def", "nccl/_enums.py", "nccl/_dtypes.py",
-                "nccl/core/typing.py", "nccl/core/config.py", "nccl/core/communicator.py"):
+    inputs = [ROOT / "src" / name for name in ("dtypes.def", "structs.def", "collectives.def")]
+    for path in [*inputs, *gen_types.generated(ROOT)]:
+        rel = path.relative_to(ROOT)
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text((ROOT / rel).read_text())
+        (root / rel).write_text(path.read_text())
     assert all((root / p.relative_to(ROOT)).read_text() == text
                for p, text in gen_types.generated(ROOT).items())
     table = root / "src" / "dtypes.def"
@@ -106,3 +108,56 @@ def test_pyi_struct_classes_render_every_field():
             elif isinstance(node, ast.FunctionDef):
                 names.add(node.name)
         assert names == {f for f, _, _ in _nccl._struct_layouts()[s.pyname][1]}
+
+
+COLLS, RULES = gen_types.parse_collectives()
+
+
+@pytest.mark.parametrize("c", COLLS, ids=lambda c: c.method)
+def test_every_call_has_its_signature_and_docstring(c):
+    import inspect
+
+    fn = getattr(nc.Communicator, c.method)
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    assert [p.name for p in params] == [a.keyword for a in c.args]
+    for i, p in enumerate(params):
+        assert (p.default is inspect.Parameter.empty) == (i < c.required), p
+        want = (inspect.Parameter.POSITIONAL_OR_KEYWORD if i < c.positional
+                else inspect.Parameter.KEYWORD_ONLY)
+        assert p.kind == want, p
+    doc = fn.__doc__
+    assert doc.startswith(c.summary[:40]) and "Raises:" in doc and "NcclInvalid" in doc
+    assert all(f"    {a.keyword}: " in doc for a in c.args)
+    assert c.example.splitlines()[0] in doc
+
+
+def test_every_c_method_has_a_signature():
+    import inspect
+
+    base = _nccl._CommunicatorBase
+    names = [n for n, v in vars(base).items() if callable(v) and not n.startswith("__")]
+    assert len(names) >= len(COLLS) + 5
+    for n in names:
+        inspect.signature(getattr(base, n))
+        assert getattr(base, n).__doc__.strip(), n
+
+
+def test_pyi_methods_render_the_table():
+    tree = ast.parse("class C:\n" + gen_types.render_pyi_communicator())
+    methods = {f.name: f for f in tree.body[0].body}
+    assert list(methods) == [c.method for c in COLLS]
+    for c in COLLS:
+        a = methods[c.method].args
+        assert [x.arg for x in a.args[1:] + a.kwonlyargs] == [x.keyword for x in c.args]
+
+
+@pytest.mark.skipif(not host_available(), reason="host backend not built")
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_docstring_examples_run(tmp_path, nranks):
+    code = ["import numpy, nccl.core"]
+    for c in COLLS:
+        body = c.example.replace("\n", "\n    ")
+        code += [f"def example_{c.method}():", f"    {body}", f"example_{c.method}()"]
+    code.append("report(ok=True)")
+    reports = run_ranks(tmp_path, "\n".join(code) + "\n", nranks)
+    assert all(r["ok"] for r in reports)
