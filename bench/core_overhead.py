@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Host overhead of nccl.core and nccl.bindings against upstream nccl4py 0.3.1
-and a ctypes wrapper, on a no-op library.
+"""Host overhead of nccl.core and nccl.bindings against upstream nccl4py (0.3.1
+or 0.6.0) and a ctypes wrapper, on a no-op library.
 
     python bench/core_overhead.py [--calls N] [--repeats R] [--import-runs K]
-                                  [--upstream-dir DIR] [--no-install] [--cpu C]
+                                  [--upstream-version 0.3.1|0.6.0] [--upstream-dir DIR]
+                                  [--no-install] [--cpu C]
 
 Measures, in one invocation:
 
@@ -11,8 +12,10 @@ Measures, in one invocation:
       - ``Communicator.allreduce(a, b, nccl.core.SUM)`` (nccl.core, C hot path)
         with NumPy float32 arrays of 8 elements, and with torch CPU tensors
         when torch is importable;
-      - ``nccl.bindings.all_reduce(ints)`` (this package's low-level call);
-      - upstream nccl4py 0.3.1's ``nccl.bindings.nccl.all_reduce(ints)``;
+      - ``nccl.bindings.all_reduce(ints)`` (this package's low-level call),
+        and the same with the communicator as a ``Comm`` object;
+      - upstream nccl4py's ``nccl.bindings.nccl.all_reduce(ints)`` (0.5+: with
+        a ``Comm`` object, the only form it accepts);
       - a ctypes wrapper in the style of vLLM's pynccl (bench/_ctypes_pynccl.py);
       - an empty Python function with 7 arguments (the interpreter's floor);
   * the time of ``import nccl.core`` (and ``import nccl.bindings``) in a fresh
@@ -73,11 +76,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-UPSTREAM_VERSION = "0.3.1"
-# everything upstream imports for `import nccl.bindings` and `import nccl.core`
-# (NumPy is taken from this interpreter)
-UPSTREAM_SPECS = [f"nccl4py=={UPSTREAM_VERSION}", "cuda-pathfinder==1.9.1", "cuda-core==1.2.2",
-                  "cuda-bindings==13.5.0", "packaging==26.4", "typing_extensions==4.16.0"]
+UPSTREAM_VERSIONS = ("0.3.1", "0.6.0")
+UPSTREAM_VERSION = UPSTREAM_VERSIONS[0]  # --upstream-version
+
+
+def upstream_specs() -> list[str]:
+    """Everything upstream imports for `import nccl.bindings` and `import
+    nccl.core` (NumPy is taken from this interpreter)."""
+    return [f"nccl4py=={UPSTREAM_VERSION}", "cuda-pathfinder==1.9.1", "cuda-core==1.2.2",
+            "cuda-bindings==13.5.0", "packaging==26.4", "typing_extensions==4.16.0"]
+
 
 # ints for the low-level calls: send, recv, count, Float32, Sum, comm, stream
 LOW_ARGS = (0x7F00_0000_1000, 0x7F00_0000_2000, 8, 7, 0, 0x5500_0000, 0)
@@ -151,18 +159,19 @@ def default_upstream_dir() -> Path:
 def ensure_upstream(target: Path, install: bool) -> str | None:
     """Install upstream into `target` unless there; None, or why it is unavailable."""
     marker = target / ".nccl4py-bench-specs"
-    want = "\n".join(UPSTREAM_SPECS)
+    specs = upstream_specs()
+    want = "\n".join(specs)
     if marker.is_file() and marker.read_text() == want:
         return None
     if not install:
         return f"not installed in {target} (--no-install)"
-    print(f"# installing {' '.join(UPSTREAM_SPECS)} into {target} (once)", file=sys.stderr)
+    print(f"# installing {' '.join(specs)} into {target} (once)", file=sys.stderr)
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
                         "--disable-pip-version-check", "--no-deps", "--target", str(tmp),
-                        *UPSTREAM_SPECS])
+                        *specs])
     if r.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         return f"pip install failed (status {r.returncode})"
@@ -262,6 +271,12 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
                 f(*a)
 
         benches["ll_ours"] = ll_ours
+
+        def ll_ours_comm(n, f=b.all_reduce, a=LOW_ARGS[:5] + (b.Comm(FAKE_COMM),) + LOW_ARGS[6:]):
+            for _ in range(n):
+                f(*a)
+
+        benches["ll_ours_comm"] = ll_ours_comm
         pyn = CtypesNccl(libpath)
         assert pyn.get_version() == b.get_version()
 
@@ -279,16 +294,19 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
 
         benches["empty"] = empty
     else:
-        import nccl
         import nccl.bindings.nccl as ub
 
-        here = os.path.realpath(nccl.__file__)
+        here = os.path.realpath(ub.__file__)  # 0.5+: nccl is a namespace package
         if not here.startswith(os.path.realpath(updir) + os.sep) or any(
                 "editable" in m for m in sys.modules):
             raise SystemExit(f"upstream child imported the wrong nccl: {here}")
         notes["upstream_file"] = here
 
-        def ll_upstream(n, f=ub.all_reduce, a=LOW_ARGS):
+        # nccl4py 0.5+ takes the communicator as a Comm object only
+        up_args = LOW_ARGS[:5] + (ub.Comm(FAKE_COMM),) + LOW_ARGS[6:] if hasattr(
+            ub, "Comm") else LOW_ARGS
+
+        def ll_upstream(n, f=ub.all_reduce, a=up_args):
             for _ in range(n):
                 f(*a)
 
@@ -377,7 +395,7 @@ def import_times(runs: int, updir: Path | None, npdir: Path, cwd: str) -> tuple[
     if updir is not None:
         pre_flags, env = upstream_cmd_env(updir, npdir, None)
         check = subprocess.run(pre_flags + ["-c", "import nccl.core, nccl.bindings.nccl; "
-                                            "print(nccl.__file__)"],
+                                            "print(nccl.bindings.nccl.__file__)"],
                                env=env, cwd=cwd, capture_output=True, text=True)
         if check.returncode != 0 or not os.path.realpath(check.stdout.strip()).startswith(
                 os.path.realpath(updir)):
@@ -402,11 +420,15 @@ def import_times(runs: int, updir: Path | None, npdir: Path, cwd: str) -> tuple[
 # ---------------------------------------------------------------------- main
 
 def main() -> int:
+    global UPSTREAM_VERSION
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=100_000, help="calls per timed block")
     ap.add_argument("--repeats", type=int, default=9, help="timed blocks per variant")
     ap.add_argument("--import-runs", type=int, default=7, help="fresh interpreters per import")
-    ap.add_argument("--upstream-dir", type=Path, default=default_upstream_dir())
+    ap.add_argument("--upstream-version", choices=UPSTREAM_VERSIONS, default=UPSTREAM_VERSION,
+                    help="the upstream nccl4py to compare with (default %(default)s)")
+    ap.add_argument("--upstream-dir", type=Path,
+                    help="where it is installed (default ~/.cache/nccl4py-bench/nccl4py-VERSION)")
     ap.add_argument("--no-install", action="store_true", help="never run pip")
     ap.add_argument("--cpu", type=int, default=None,
                     help="CPU both timing processes are pinned to (default: the last one "
@@ -414,6 +436,8 @@ def main() -> int:
     ap.add_argument("--child", choices=("ours", "upstream"), help=argparse.SUPPRESS)
     ap.add_argument("--lib", help=argparse.SUPPRESS)
     ns = ap.parse_args()
+    UPSTREAM_VERSION = ns.upstream_version
+    ns.upstream_dir = ns.upstream_dir or default_upstream_dir()
     if ns.child:
         return child_main(ns.child, ns.lib, str(ns.upstream_dir), ns.cpu)
     if ns.cpu is None:
@@ -468,7 +492,9 @@ def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict
     val("hl_numpy", "ours  comm.allreduce(numpy f32[8])", "ns/call", "")
     val("hl_torch", "ours  comm.allreduce(torch f32[8])", "ns/call", torch_note)
     val("ll_ours", "ours  nccl.bindings.all_reduce(ints)", "ns/call", "")
-    val("ll_upstream", f"upstream {UPSTREAM_VERSION} nccl.bindings.nccl.all_reduce(ints)",
+    val("ll_ours_comm", "ours  nccl.bindings.all_reduce(ints, comm=Comm)", "ns/call", "")
+    val("ll_upstream", f"upstream {UPSTREAM_VERSION} nccl.bindings.nccl.all_reduce(ints"
+        f"{', comm=Comm' if UPSTREAM_VERSION >= '0.5' else ''})",
         "ns/call", up_missing or "")
     val("hl_upstream", f"upstream {UPSTREAM_VERSION} comm.allreduce(numpy f32[8])", "ns/call",
         f"not run: {hl_up_note}" if "hl_upstream" not in per_call else "")
@@ -498,6 +524,8 @@ def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict
     ratio("high/low: comm.allreduce(numpy) / bindings.all_reduce", pc("hl_numpy"), pc("ll_ours"), 3)
     ratio("high/low: comm.allreduce(torch) / bindings.all_reduce", pc("hl_torch"), pc("ll_ours"), 3)
     ratio("low-level ours / upstream", pc("ll_ours"), pc("ll_upstream"), 0.6)
+    ratio("low-level ours with a Comm / upstream", pc("ll_ours_comm"), pc("ll_upstream"),
+          0.8 if UPSTREAM_VERSION >= "0.5" else None)
     ratio("low-level ours / ctypes", pc("ll_ours"), pc("ctypes"), 0.1)
     ratio("high-level ours (numpy) / ctypes", pc("hl_numpy"), pc("ctypes"), None)
     ratio("high-level ours (torch) / ctypes", pc("hl_torch"), pc("ctypes"), None)

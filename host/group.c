@@ -176,6 +176,8 @@ static ncclResult_t run_ops(n4p_op *ops, int nops)
 {
     if (nops == 0)
         return ncclSuccess;
+    if (nops == 1) /* one call outside a group: no thread, no bookkeeping */
+        return run_comm(ops[0].comm, ops, 1, NULL);
     int njobs = 0;
     job *jobs = calloc((size_t)nops, sizeof *jobs);
     if (jobs == NULL)

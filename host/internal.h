@@ -42,7 +42,7 @@
 
 /* ------------------------------------------------------ shared segment -- */
 
-#define N4P_SEG_MAGIC 0x6e34706873656732ull /* "n4phseg2" */
+#define N4P_SEG_MAGIC 0x6e34706873656733ull /* "n4phseg3" */
 #define N4P_SHM_DIR "/dev/shm"
 #define N4P_SHM_PREFIX "nccl4py-"
 #define N4P_MAX_RANKS 1024
@@ -63,6 +63,13 @@ enum { N4P_RANK_EMPTY = 0, N4P_RANK_JOINED = 1, N4P_RANK_LEFT = 2 };
  * that could not join, e.g. with a different nranks). */
 #define N4P_POISON_HDR (-1)
 
+/* Rounds (rounds.c).  A rank may run up to N4P_DEPTH - 2 rounds ahead of
+ * the slowest one; each rank has N4P_DEPTH eager entries of
+ * N4P_EAGER_BYTES for the data of small collectives, and a ring of as many
+ * call descriptions. */
+#define N4P_DEPTH 16
+#define N4P_EAGER_BYTES 4096u
+
 /* What a rank announces at the start of each collective, so that peers can
  * detect mismatched calls (different collective, count, type, op or root). */
 typedef struct {
@@ -82,7 +89,7 @@ typedef struct {
     _Atomic int32_t state;
     int32_t pid;
     uint64_t starttime; /* from /proc/<pid>/stat, guards against pid reuse */
-    n4p_desc desc[2];   /* indexed by epoch parity */
+    n4p_desc desc[N4P_DEPTH]; /* indexed by round % N4P_DEPTH */
     int32_t errcode;    /* filled before the segment is poisoned */
     char errmsg[N4P_ERRLEN];
 } n4p_rank_ctl;
@@ -110,6 +117,7 @@ typedef struct {
     uint64_t off_ranks;   /* n4p_rank_ctl[nranks] */
     uint64_t off_rings;   /* n4p_ring_ctl[nranks*nranks] */
     uint64_t off_coll;    /* 2 sets of (nranks + 1) slots */
+    uint64_t off_eager;   /* N4P_DEPTH eager entries per rank */
     uint64_t off_data;    /* ring buffers, nranks*nranks of ring_bytes */
     _Atomic int32_t joined;
     _Atomic int32_t poison; /* 0, 1 + the rank that reported a failure, or N4P_POISON_HDR */
@@ -131,6 +139,7 @@ typedef struct {
     n4p_rank_ctl *ranks;
     n4p_ring_ctl *rings;
     char *coll;
+    char *eager;
     char *data;
 } n4p_seg;
 
@@ -189,7 +198,9 @@ struct ncclComm {
                                         have to remove it; "" once done */
     unsigned char secret[N4P_ID_SECRET_LEN];
     n4p_settings env;
-    uint64_t epoch; /* number of barriers passed */
+    uint64_t epoch;    /* rounds this rank has arrived at (its seq) */
+    uint64_t seen_all; /* every rank's seq was at least this */
+    n4p_desc desc;     /* of the running collective */
     uint64_t opseq; /* operations run, for messages */
     uint64_t nsplit;
     uint64_t nshrink;
@@ -200,6 +211,8 @@ struct ncclComm {
     bool revoked;
     bool suspended;
     bool finalized;
+    double spin, spin_max; /* seconds a wait spins before it yields (sync.c) */
+    bool spin_ready;
     const char *cur_op; /* name of the running operation, for messages */
     const void **srcs;  /* nranks source pointers for the reduce kernels */
     char errmsg[N4P_ERRLEN];
@@ -294,6 +307,10 @@ void n4p_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,
                 int nsrc, size_t count);
 void n4p_add_bias(int dtype, void *dst, const void *bias, size_t count);
 
+/* copy.c */
+bool n4p_streaming(ncclComm_t comm, size_t out_bytes);
+void n4p_copy(void *dst, const void *src, size_t n, bool stream);
+
 /* shm.c */
 ncclResult_t n4p_random_id(ncclUniqueId *id);
 void n4p_derive_id(const unsigned char *secret, uint64_t kind, uint64_t counter,
@@ -322,7 +339,10 @@ double n4p_now(void);
 void n4p_notify(ncclComm_t comm);
 void n4p_wake_all(ncclComm_t comm);
 ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w);
-ncclResult_t n4p_barrier(ncclComm_t comm);
+#define N4P_ALL (-1)     /* every rank */
+#define N4P_NOBODY (-3)  /* no rank */
+void n4p_arrive(ncclComm_t comm);
+ncclResult_t n4p_wait_arrived(ncclComm_t comm, int peer, uint64_t target, const char *what);
 ncclResult_t n4p_wait_joined(ncclComm_t comm);
 void n4p_poison(ncclComm_t comm, ncclResult_t rc);
 ncclResult_t n4p_check_poison(ncclComm_t comm);
@@ -339,9 +359,18 @@ ncclResult_t n4p_exec_split(n4p_op *o);
 ncclResult_t n4p_exec_shrink(n4p_op *o);
 ncclResult_t n4p_resolve_op(ncclComm_t comm, int op, int dtype, n4p_redspec *rs);
 
+/* rounds.c */
+#define N4P_REUSE_SETS 2u          /* the two sets of staging slots alternate */
+#define N4P_REUSE_EAGER N4P_DEPTH  /* eager entries and descriptions: a ring */
+const char *n4p_kind_name(int kind);
+bool n4p_is_reduction(int kind);
+bool n4p_is_rooted(int kind);
+void *n4p_eager(ncclComm_t c, int k, uint64_t round);
+ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse);
+ncclResult_t n4p_round_close(ncclComm_t c, bool check, int from);
+
 /* collectives.c */
 ncclResult_t n4p_exec_coll(n4p_op *o);
-ncclResult_t n4p_coll_sync(ncclComm_t comm, const n4p_op *o);
 
 /* p2p.c */
 ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops);

@@ -17,9 +17,11 @@
  *   - half, bfloat16 and fp8 are widened to float32, reduced there, and
  *     rounded to nearest even once at the end.
  *
- * Sources are the aligned staging slots of the shared segment.  The kernels
- * accumulate into an aligned stack block and memcpy it to `dst`, so user
- * buffers may have any alignment.  The inner loops are plain `restrict`
+ * Sources are the staging slots of the shared segment or, for a rank's own
+ * input, the caller's buffer, which may have any alignment: a block of a
+ * source that is not aligned for its type is copied to an aligned stack
+ * block first.  The kernels accumulate into an aligned stack block and
+ * memcpy it to `dst`, so `dst` may have any alignment too.  The inner loops are plain `restrict`
  * loops that GCC vectorises.
  */
 #ifndef _GNU_SOURCE
@@ -36,6 +38,18 @@
 #include "internal.h"
 
 #define BLK 1024
+
+/* Elements [base, base + m) of a source, at an address aligned for elements
+ * of esz bytes: in place when it is, else copied to `buf`. */
+static const void *aligned_block(const void *src, size_t base, size_t m, size_t esz,
+                                 void *buf)
+{
+    const char *p = (const char *)src + base * esz;
+    if (((uintptr_t)p & (esz - 1)) == 0)
+        return p;
+    memcpy(buf, p, m * esz);
+    return buf;
+}
 
 /* Integer arithmetic through the unsigned type: wraps without UB. */
 #define IADD(T, U, a, b) ((T)((U)(a) + (U)(b)))
@@ -97,13 +111,17 @@
                               const void *const *srcs, int nsrc, size_t count) \
     {                                                                          \
         _Alignas(64) T acc[BLK];                                               \
+        _Alignas(64) T tmp[BLK];                                               \
         T s;                                                                   \
         memcpy(&s, rs->scalar, sizeof s);                                      \
         for (size_t base = 0; base < count; base += BLK) {                     \
             size_t m = count - base < BLK ? count - base : BLK;                \
-            NAME##_first(acc, (const T *)srcs[0] + base, m, rs->op, s);        \
+            NAME##_first(acc, aligned_block(srcs[0], base, m, sizeof(T), tmp), \
+                         m, rs->op, s);                                        \
             for (int k = 1; k < nsrc; k++)                                     \
-                NAME##_combine(acc, (const T *)srcs[k] + base, m, rs->op, s);  \
+                NAME##_combine(acc,                                            \
+                               aligned_block(srcs[k], base, m, sizeof(T), tmp), \
+                               m, rs->op, s);                                  \
             if (rs->op == ncclAvg)                                             \
                 NAME##_avg(acc, m, rs->nranks);                                \
             memcpy((char *)dst + base * sizeof(T), acc, m * sizeof(T));        \
@@ -158,10 +176,11 @@ static void enc_e5m2(void *p, size_t i, float v)
 }
 
 static void decode_block(dec_fn dec, float *restrict out, const void *src,
-                         size_t base, size_t m)
+                         size_t base, size_t m, size_t esz, void *buf)
 {
+    const void *p = aligned_block(src, base, m, esz, buf);
     for (size_t i = 0; i < m; i++)
-        out[i] = dec(src, base + i);
+        out[i] = dec(p, i);
 }
 
 static void lowp_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,
@@ -170,14 +189,15 @@ static void lowp_reduce(const n4p_redspec *rs, void *dst, const void *const *src
     _Alignas(64) float acc[BLK];
     _Alignas(64) float tmp[BLK];
     _Alignas(64) unsigned char out[BLK * 2];
+    _Alignas(64) unsigned char raw[BLK * 2];
     const size_t esz = n4p_dtype_size(rs->dtype);
     const float s = dec(rs->scalar, 0);
     for (size_t base = 0; base < count; base += BLK) {
         size_t m = count - base < BLK ? count - base : BLK;
-        decode_block(dec, tmp, srcs[0], base, m);
+        decode_block(dec, tmp, srcs[0], base, m, esz, raw);
         f32_first(acc, tmp, m, rs->op, s);
         for (int k = 1; k < nsrc; k++) {
-            decode_block(dec, tmp, srcs[k], base, m);
+            decode_block(dec, tmp, srcs[k], base, m, esz, raw);
             f32_combine(acc, tmp, m, rs->op, s);
         }
         if (rs->op == ncclAvg)

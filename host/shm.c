@@ -29,7 +29,8 @@
  *
  * Layout (offsets 4 KiB aligned):
  *   header | n4p_rank_ctl[n] | n4p_ring_ctl[n*n] |
- *   collective staging: 2 sets x (n slots + 1 result slot) | rings: n*n
+ *   collective staging: 2 sets x (n slots + 1 result slot) |
+ *   eager entries: n x N4P_DEPTH | rings: n*n
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
@@ -208,6 +209,9 @@ static bool layout(n4p_seg_hdr *h, int n, uint64_t slot, uint64_t ring)
     h->off_coll = off = page_up(off);
     if (!add_ok(&off, 2 * (nn + 1), slot))
         return false;
+    h->off_eager = off = page_up(off);
+    if (!add_ok(&off, nn * N4P_DEPTH, N4P_EAGER_BYTES))
+        return false;
     h->off_data = off = page_up(off);
     if (!add_ok(&off, nn * nn, ring))
         return false;
@@ -221,9 +225,10 @@ static void choose_sizes(int n, const n4p_settings *s, uint64_t *slot, uint64_t 
 {
     const uint64_t nn = (uint64_t)n;
     uint64_t v = s->slot_bytes;
-    if (v == 0) { /* 16 MiB over all slots, within 64 KiB .. 4 MiB */
+    if (v == 0) { /* 16 MiB over all slots, within 64 KiB .. 512 KiB: rounds
+                     of a few hundred KiB keep the staged data in the cache */
         v = (16u << 20) / (nn + 1);
-        v = v > (4u << 20) ? (4u << 20) : v < (64u << 10) ? (64u << 10) : v;
+        v = v > (512u << 10) ? (512u << 10) : v < (64u << 10) ? (64u << 10) : v;
     }
     if (v < nn * 64) /* reduce-scatter needs one 8-byte element per rank and more */
         v = nn * 64;
@@ -256,7 +261,8 @@ static const char *header_problem(const n4p_seg_hdr *h, uint64_t ready, uint64_t
     memset(&want, 0, sizeof want);
     if (!layout(&want, h->nranks, h->slot_bytes, h->ring_bytes) ||
         want.off_ranks != h->off_ranks || want.off_rings != h->off_rings ||
-        want.off_coll != h->off_coll || want.off_data != h->off_data ||
+        want.off_coll != h->off_coll || want.off_eager != h->off_eager ||
+        want.off_data != h->off_data ||
         want.total_bytes != h->total_bytes)
         return "its offsets do not match its sizes";
     if (h->total_bytes != file_size)
@@ -280,6 +286,7 @@ static uint64_t copy_header(n4p_seg_hdr *dst, const void *base)
     dst->off_ranks = src->off_ranks;
     dst->off_rings = src->off_rings;
     dst->off_coll = src->off_coll;
+    dst->off_eager = src->off_eager;
     dst->off_data = src->off_data;
     return ready;
 }
@@ -295,6 +302,7 @@ static void bind_seg(n4p_seg *s, void *base, size_t size, const n4p_seg_hdr *val
     s->ranks = (n4p_rank_ctl *)((char *)base + valid->off_ranks);
     s->rings = (n4p_ring_ctl *)((char *)base + valid->off_rings);
     s->coll = (char *)base + valid->off_coll;
+    s->eager = (char *)base + valid->off_eager;
     s->data = (char *)base + valid->off_data;
 }
 

@@ -1,14 +1,16 @@
 /*
- * sync.c - waiting, barriers and failure detection.
+ * sync.c - waiting, arrival at rounds and failure detection.
  *
  * Every wait in the backend goes through n4p_wait(): it spins briefly (with
- * a CPU pause), then yields the CPU a few times, then sleeps on a futex word
- * in the segment header (`wake`) with a short timeout.  Whoever changes
- * state that others may wait for (a barrier arrival, a ring update, a rank
- * leaving) calls n4p_notify(), which bumps the word and wakes sleepers only
- * when some rank is registered as sleeping.  The sleeper registers before
- * re-checking its condition, so a wake-up cannot be lost.  Thus 4 ranks on 2
- * cores still make progress quickly, and idle ranks use no CPU.
+ * a CPU pause; only while every rank has a CPU of its own, and adapted to
+ * how long recent waits took, see spin_budget), then yields the CPU, then
+ * sleeps on a futex word in the segment header (`wake`) with a short
+ * timeout.  Whoever changes state that others may wait for (an arrival at a
+ * round, a ring update, a rank leaving) calls n4p_notify(), which bumps the
+ * word and wakes sleepers only when some rank is registered as sleeping.
+ * The sleeper registers before re-checking its condition, so a wake-up
+ * cannot be lost.  Thus 4 ranks on 2 cores still make progress quickly, and
+ * idle ranks use no CPU.
  *
  * While sleeping, a waiter looks at its peers about every 100 ms: a peer
  * whose process has disappeared (kill(pid, 0) fails, or /proc says it is a
@@ -50,20 +52,47 @@
 #include "internal.h"
 
 #define SPIN_ITERS 64
-#define SPIN_SECONDS 20e-6   /* keep spinning (pause) this long: the peer is usually close */
+#define SPIN_SECONDS 20e-6   /* spin (pause) at most this long: the peer is usually close */
 #define YIELD_SECONDS 500e-6 /* then yield: lets an oversubscribed peer run */
 #define CHECK_PERIOD 0.1     /* seconds between liveness checks */
 
-static int online_cpus(void)
+/* The CPUs this process may run on (its affinity mask). */
+static int usable_cpus(void)
 {
     static atomic_int cached;
     int n = atomic_load_explicit(&cached, memory_order_relaxed);
     if (n == 0) {
-        long v = sysconf(_SC_NPROCESSORS_ONLN);
+        cpu_set_t set;
+        long v = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                            : sysconf(_SC_NPROCESSORS_ONLN);
         n = v > 0 ? (int)v : 1;
         atomic_store_explicit(&cached, n, memory_order_relaxed);
     }
     return n;
+}
+
+/* How long the next wait spins.  Spinning only pays when every rank has a
+ * CPU of its own and the peers arrive within the spin: a wait that ends
+ * within SPIN_SECONDS doubles it (up to SPIN_SECONDS), a longer one halves
+ * it, so on a machine busy with other work the ranks soon yield at once
+ * instead of holding a CPU that the rank they wait for needs. */
+static double spin_budget(ncclComm_t comm)
+{
+    if (!comm->spin_ready) {
+        comm->spin = comm->nranks <= usable_cpus() ? SPIN_SECONDS : 0;
+        comm->spin_max = comm->spin;
+        comm->spin_ready = true;
+    }
+    return comm->spin;
+}
+
+static void spin_adapt(ncclComm_t comm, double waited)
+{
+    if (waited <= comm->spin_max)
+        comm->spin = comm->spin * 2 + 1e-6 < comm->spin_max ? comm->spin * 2 + 1e-6
+                                                            : comm->spin_max;
+    else
+        comm->spin *= 0.5;
 }
 
 static inline void cpu_relax(void)
@@ -117,9 +146,9 @@ bool n4p_interrupted(void)
     return true;
 }
 
-static bool cancelled(void)
+static bool cancelled(_Atomic int *flag)
 {
-    return tl_cancel != NULL && atomic_load_explicit(tl_cancel, memory_order_relaxed);
+    return flag != NULL && atomic_load_explicit(flag, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------- waiting -- */
@@ -309,15 +338,17 @@ ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w)
         return ncclSuccess;
     n4p_seg_hdr *h = comm->seg.hdr;
     const double start = n4p_now();
-    /* spinning only pays when every rank has a CPU of its own */
-    const double spin_seconds = comm->nranks <= online_cpus() ? SPIN_SECONDS : 0;
+    const double spin_seconds = spin_budget(comm);
     const double deadline = comm->env.timeout > 0 ? start + comm->env.timeout : 0;
     const char *op = comm->cur_op ? comm->cur_op : "operation";
     double report_after = comm->env.wait_report;
     double last_check = start;
+    _Atomic int *const cancel = tl_cancel; /* read once: thread-locals cost a call here */
     for (unsigned iter = 0;; iter++) {
-        if (w->done(w->ctx))
+        if (w->done(w->ctx)) {
+            spin_adapt(comm, n4p_now() - start);
             return ncclSuccess;
+        }
         if (atomic_load_explicit(&comm->aborted, memory_order_relaxed)) {
             n4p_set_error(comm, "the communicator was aborted while %s waited", op);
             return n4p_comm_failed(comm, ncclInvalidUsage);
@@ -327,7 +358,7 @@ ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w)
                 return ncclSuccess;
             return n4p_check_poison(comm);
         }
-        if (cancelled())
+        if (cancelled(cancel))
             return wait_interrupted(comm, w);
         if (iter % SPIN_ITERS != 0) {
             cpu_relax();
@@ -369,7 +400,7 @@ ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w)
         uint32_t seen = atomic_load(&h->wake);
         atomic_fetch_add(&h->sleepers, 1);
         if (!w->done(w->ctx) && atomic_load(&h->poison) == 0 &&
-            !atomic_load(&comm->aborted) && !cancelled() && futex_sleep(comm, seen, nap))
+            !atomic_load(&comm->aborted) && !cancelled(cancel) && futex_sleep(comm, seen, nap))
             last_check = now - CHECK_PERIOD; /* a signal: ask about it at once */
         atomic_fetch_sub(&h->sleepers, 1);
     }
@@ -395,15 +426,22 @@ static bool seq_missing(void *p, int rank)
            c->target;
 }
 
-/* Arrive at the next barrier and wait for every rank to arrive there. */
-ncclResult_t n4p_barrier(ncclComm_t comm)
+/* Arrive at the next round: publish everything written so far. */
+void n4p_arrive(ncclComm_t comm)
 {
-    uint64_t e = ++comm->epoch;
-    atomic_store(&comm->seg.ranks[comm->rank].seq, e);
+    atomic_store_explicit(&comm->seg.ranks[comm->rank].seq, ++comm->epoch,
+                          memory_order_release);
     n4p_notify(comm);
-    seq_ctx c = {comm, 0, e};
-    n4p_waitfor w = {seq_reached, seq_missing, &c, 0, "barrier"};
-    for (int k = 0; k < comm->nranks; k++) {
+}
+
+/* Wait until rank `peer`, or every rank (N4P_ALL), has seq >= target, i.e.
+ * has arrived at round target - 1. */
+ncclResult_t n4p_wait_arrived(ncclComm_t comm, int peer, uint64_t target, const char *what)
+{
+    seq_ctx c = {comm, 0, target};
+    n4p_waitfor w = {seq_reached, seq_missing, &c, 0, what};
+    for (int k = peer == N4P_ALL ? 0 : peer; k < (peer == N4P_ALL ? comm->nranks : peer + 1);
+         k++) {
         if (k == comm->rank)
             continue;
         c.peer = w.peer = k;

@@ -23,11 +23,13 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -938,6 +940,27 @@ static void t_mismatch(ncclComm_t comm, int rank, int n, void *arg)
           ncclGetLastError(comm));
 }
 
+/* The root of a broadcast waits for nobody: it learns of a mismatch at its
+ * next call, with the error of the rank that found it. */
+static void t_mismatch_root(ncclComm_t comm, int rank, int n, void *arg)
+{
+    (void)arg;
+    (void)n;
+    float x[16] = {0}, y[16];
+    if (rank == 0) {
+        OK(ncclBroadcast(x, y, 4, ncclFloat32, 0, comm, NULL));
+        ncclResult_t rc = ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, comm, NULL);
+        CHECK(rc == ncclInvalidUsage, "the root's next call -> %d", (int)rc);
+        CHECK(strstr(ncclGetLastError(comm), "mismatch") != NULL, "message %s",
+              ncclGetLastError(comm));
+    } else {
+        ncclResult_t rc = ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, comm, NULL);
+        CHECK(rc == ncclInvalidUsage, "allreduce against a broadcast -> %d", (int)rc);
+        CHECK(strstr(ncclGetLastError(comm), "ncclBroadcast") != NULL, "message %s",
+              ncclGetLastError(comm));
+    }
+}
+
 static void t_args(ncclComm_t comm, int rank, int n, void *arg)
 {
     (void)arg;
@@ -1122,6 +1145,7 @@ typedef struct {
 static const forgery forgeries[] = {
     {"off_ranks", HDR(off_ranks), 1ull << 40, "not a valid nccl4py shared memory segment"},
     {"off_data", HDR(off_data), 4096, "offsets do not match"},
+    {"off_eager", HDR(off_eager), 4096, "offsets do not match"},
     {"slot_bytes", HDR(slot_bytes), 1ull << 62, "slot size is out of range"},
     {"ring_bytes", HDR(ring_bytes), 8, "ring size is out of range"},
     {"total_bytes", HDR(total_bytes), 1ull << 20, "not a valid"},
@@ -1210,6 +1234,171 @@ static void t_forged(const forgery *f)
     unlink(path); /* a forged segment is nobody's to collect */
 }
 
+/* Outputs larger than the last-level cache can hold for all ranks are
+ * written with streaming stores (copy.c): check them at odd sizes and
+ * addresses.  The byte of element i from rank k is a hash of both. */
+static unsigned char pat(int k, size_t i)
+{
+    return (unsigned char)((i * 2654435761u) >> 13 ^ (size_t)k * 77u);
+}
+
+static void t_large_outputs(ncclComm_t comm, int rank, int n, void *arg)
+{
+    (void)arg;
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t out = (llc > 0 ? (size_t)llc : (8u << 20)) / (size_t)n + 4099;
+    if (out > (256u << 20)) {
+        printf("  (skipped: a last-level cache of %ld bytes)\n", llc);
+        return;
+    }
+    size_t per = out / (size_t)n, total = per * (size_t)n; /* odd sizes */
+    char *sbuf = malloc(total + 1), *rbuf = malloc(total + 1);
+    CHECK(sbuf && rbuf, "out of memory");
+    if (!sbuf || !rbuf)
+        goto done;
+    char *send = sbuf + 1, *recv = rbuf + 1; /* unaligned */
+    /* allgather */
+    for (size_t i = 0; i < per; i++)
+        send[i] = (char)pat(rank, i);
+    OK(ncclAllGather(send, recv, per, ncclUint8, comm, NULL));
+    for (size_t k = 0, bad = 0; k < (size_t)n && !bad; k++)
+        for (size_t i = 0; i < per; i++)
+            if ((unsigned char)recv[k * per + i] != pat((int)k, i)) {
+                CHECK(0, "large allgather: block %zu byte %zu", k, i);
+                bad = 1;
+                break;
+            }
+    /* alltoall: block d of rank r holds pat(r * n + d) */
+    for (size_t d = 0; d < (size_t)n; d++)
+        for (size_t i = 0; i < per; i++)
+            send[d * per + i] = (char)pat(rank * n + (int)d, i);
+    OK(ncclAlltoAll(send, recv, per, ncclUint8, comm, NULL));
+    for (size_t k = 0, bad = 0; k < (size_t)n && !bad; k++)
+        for (size_t i = 0; i < per; i++)
+            if ((unsigned char)recv[k * per + i] != pat((int)k * n + rank, i)) {
+                CHECK(0, "large alltoall: block %zu byte %zu", k, i);
+                bad = 1;
+                break;
+            }
+    /* broadcast out of place, from the last rank */
+    for (size_t i = 0; i < total; i++)
+        send[i] = (char)(rank == n - 1 ? pat(99, i) : 0);
+    memset(recv, 0, total);
+    OK(ncclBroadcast(send, recv, total, ncclUint8, n - 1, comm, NULL));
+    for (size_t i = 0; i < total; i++)
+        if ((unsigned char)recv[i] != pat(99, i)) {
+            CHECK(0, "large broadcast: byte %zu", i);
+            break;
+        }
+    /* allreduce: byte sums wrap */
+    for (size_t i = 0; i < total; i++)
+        send[i] = (char)pat(rank, i);
+    OK(ncclAllReduce(send, recv, total, ncclUint8, ncclSum, comm, NULL));
+    for (size_t i = 0; i < total; i++) {
+        unsigned want = 0;
+        for (int k = 0; k < n; k++)
+            want += pat(k, i);
+        if ((unsigned char)recv[i] != (unsigned char)want) {
+            CHECK(0, "large allreduce: byte %zu", i);
+            break;
+        }
+    }
+done:
+    free(sbuf);
+    free(rbuf);
+}
+
+/* Ranks that wait for nobody run ahead: the root of a broadcast or scatter,
+ * the senders of a reduce or gather.  `arg` is a shared page: counters of
+ * the calls the runners-ahead finished, which the others wait for before
+ * they make the matching calls (so a runner-ahead that waited would hang
+ * this test).  Then long mixed sequences, with the readers late, check
+ * that no data is overwritten before it was read. */
+#define AHEAD 8 /* rounds ahead; at most N4P_DEPTH - 2 */
+typedef struct {
+    _Atomic int sent[4];
+} ahead_state;
+
+static bool wait_counter(_Atomic int *c, int want)
+{
+    for (int i = 0; i < 60000 && atomic_load(c) < want; i++)
+        usleep(1000);
+    return atomic_load(c) >= want;
+}
+
+static void t_run_ahead(ncclComm_t comm, int rank, int n, void *arg)
+{
+    ahead_state *st = arg;
+    float x[4], y[4 * 4];
+    /* broadcast: root 0 finishes AHEAD calls before anybody else starts */
+    if (rank == 0) {
+        for (int i = 0; i < AHEAD; i++) {
+            x[0] = (float)i;
+            OK(ncclBroadcast(x, y, 1, ncclFloat32, 0, comm, NULL));
+        }
+        atomic_store(&st->sent[0], 1);
+    } else {
+        CHECK(wait_counter(&st->sent[0], 1), "the root of the broadcasts waited");
+        for (int i = 0; i < AHEAD; i++) {
+            OK(ncclBroadcast(x, y, 1, ncclFloat32, 0, comm, NULL));
+            CHECK(y[0] == (float)i, "broadcast %d: %g", i, (double)y[0]);
+        }
+    }
+    /* reduce and gather to the last rank: the others finish first */
+    int root = n - 1;
+    if (rank != root) {
+        for (int i = 0; i < AHEAD / 2; i++) {
+            x[0] = (float)(i + rank);
+            OK(ncclReduce(x, NULL, 1, ncclFloat32, ncclSum, root, comm, NULL));
+            OK(ncclGather(x, NULL, 1, ncclFloat32, root, comm, NULL));
+        }
+        atomic_fetch_add(&st->sent[1], 1);
+    } else {
+        CHECK(wait_counter(&st->sent[1], n - 1), "the senders of the reduces waited");
+        for (int i = 0; i < AHEAD / 2; i++) {
+            x[0] = (float)(i + rank);
+            OK(ncclReduce(x, y, 1, ncclFloat32, ncclSum, root, comm, NULL));
+            CHECK(y[0] == (float)(n * i + n * (n - 1) / 2), "reduce %d: %g", i, (double)y[0]);
+            OK(ncclGather(x, y, 1, ncclFloat32, root, comm, NULL));
+            for (int k = 0; k < n; k++)
+                CHECK(y[k] == (float)(i + k), "gather %d from %d: %g", i, k, (double)y[k]);
+        }
+    }
+    /* long mixed sequences, small and staged, with the readers late */
+    static float big[3][40000], out[3][40000];
+    const size_t sizes[] = {1, 1000, 40000};
+    for (int i = 0; i < 60; i++) {
+        size_t cnt = sizes[i % 3];
+        int rt = (i / 3) % n;
+        float *b = big[i % 3], *o = out[i % 3];
+        if (rank == rt)
+            for (size_t j = 0; j < cnt; j++)
+                b[j] = (float)(i * 7 + (int)j);
+        else if (i % 5 == 0)
+            usleep(2000);
+        if (i % 2 == 0) {
+            OK(ncclBroadcast(b, o, cnt, ncclFloat32, rt, comm, NULL));
+        } else {
+            for (int k = 0; k < n && rank == rt; k++) /* scatter rt's block k to k */
+                for (size_t j = 0; j < cnt / (size_t)n; j++)
+                    b[(size_t)k * (cnt / (size_t)n) + j] = (float)(i * 7 + k * 3 + (int)j);
+            if (cnt / (size_t)n == 0)
+                continue;
+            OK(ncclScatter(b, o, cnt / (size_t)n, ncclFloat32, rt, comm, NULL));
+        }
+        size_t m = i % 2 == 0 ? cnt : cnt / (size_t)n;
+        for (size_t j = 0; j < m; j++) {
+            float want = i % 2 == 0 ? (float)(i * 7 + (int)j) : (float)(i * 7 + rank * 3 + (int)j);
+            if (o[j] != want) {
+                CHECK(0, "call %d (%s, count %zu, root %d) element %zu: %g, want %g", i,
+                      i % 2 == 0 ? "broadcast" : "scatter", m, rt, j, (double)o[j],
+                      (double)want);
+                break;
+            }
+        }
+    }
+}
+
 static int selected(int argc, char **argv, const char *name)
 {
     if (argc < 2)
@@ -1244,6 +1433,22 @@ int main(int argc, char **argv)
         }
         unsetenv("NCCL4PY_HOST_SLOT_BYTES");
     }
+    if (selected(argc, argv, "run_ahead"))
+        for (int n = 2; n <= 4; n++) {
+            ahead_state *st = mmap(NULL, sizeof *st, PROT_READ | PROT_WRITE,
+                                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+            CHECK(st != MAP_FAILED, "mmap");
+            if (st == MAP_FAILED)
+                break;
+            header("run_ahead", n);
+            run_ranks("run_ahead", n, t_run_ahead, st, false);
+            munmap(st, sizeof *st);
+        }
+    if (selected(argc, argv, "large_outputs"))
+        for (int n = 2; n <= 3; n++) {
+            header("large_outputs", n);
+            run_ranks("large_outputs", n, t_large_outputs, NULL, false);
+        }
     if (selected(argc, argv, "collectives"))
         for (int n = 1; n <= 4; n++) {
             header("collectives", n);
@@ -1272,6 +1477,8 @@ int main(int argc, char **argv)
     if (selected(argc, argv, "mismatch")) {
         header("mismatch", 2);
         run_ranks("mismatch", 2, t_mismatch, NULL, false);
+        header("mismatch_root", 2);
+        run_ranks("mismatch_root", 2, t_mismatch_root, NULL, false);
     }
     if (selected(argc, argv, "abort_thread")) {
         header("abort_thread", 2);

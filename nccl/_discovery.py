@@ -59,16 +59,19 @@ def dev_dir() -> str:
 
 
 def _visible_ids(environ: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, list[str]] | None:
-    """The first of *names* that is set, with the device ids it keeps (none: all hidden)."""
+    """The most restrictive of *names* that is set, with the device ids it keeps
+    (none: all hidden).  The runtimes apply these filters one after another, so
+    one variable that hides everything hides everything."""
+    best: tuple[str, list[str]] | None = None
     for name in names:
         value = environ.get(name)
         if value is None:
             continue
         ids = [x.strip() for x in value.split(",")]
-        if not ids[0] or ids[0] == "-1":
-            return name, []
-        return name, [x for x in ids if x]
-    return None
+        kept = [] if not ids[0] or ids[0] == "-1" else [x for x in ids if x]
+        if best is None or len(kept) < len(best[1]):
+            best = (name, kept)
+    return best
 
 
 def visible_gpus(environ: Mapping[str, str] | None = None,

@@ -37,6 +37,10 @@ as_index(PyObject *o, const char *name, const char *want)
 int
 n4p_arg_ptr_slow(PyObject *o, const char *name, void **out)
 {
+    if (n4p_is_handle(o)) { /* a Comm or Window: its slot, without making an int */
+        *out = *n4p_handle_slot(o);
+        return 0;
+    }
     PyObject *i = as_index(o, name, "an int (an address or handle)");
     if (i == NULL)
         return -1;

@@ -8,6 +8,7 @@
  *   errors.c            NCCLError / FunctionNotFoundError / NotSupportedError
  *   structs.c           UniqueId, Config, SimInfo, ... (one generic struct type)
  *   pointerbox.c        PointerBox: stable storage for out-handles
+ *   handles.c           Comm and Window: handle objects with their own slot
  *   group.c             group depth and the keep list of grouped calls
  *   wrappers.c          hand-written wrappers (out-parameters, two conventions)
  *   gpu_runtime.c       the dlopen'd HIP/CUDA runtime layer (table: gpu_runtime.h)
@@ -33,6 +34,9 @@ enum n4p_struct_kind {
     N4P_S_COUNT
 };
 
+/* handles.c: the handle object types, in the order of their specs. */
+enum n4p_handle_kind { N4P_H_COMM, N4P_H_WINDOW, N4P_H_COUNT };
+
 typedef struct {
     PyObject *nccl_error;          /* nccl._errors.NCCLError */
     PyObject *function_not_found;  /* nccl._errors.FunctionNotFoundError */
@@ -40,6 +44,7 @@ typedef struct {
     PyObject *nccl_invalid;        /* nccl._errors.NcclInvalid */
     PyTypeObject *struct_types[N4P_S_COUNT];
     PyTypeObject *pointer_box_type;
+    PyTypeObject *handle_types[N4P_H_COUNT]; /* Comm, Window */
     PyTypeObject *comm_base_type;  /* communicator.c */
     /* buffer.c / stream.c: per-type caches and interned names */
     PyObject *buffer_kinds;        /* dict: type -> int kind */
@@ -329,6 +334,15 @@ int n4p_arg_struct(n4p_state *st, int kind, PyObject *o, const char *name, int a
 PyObject *n4p_struct_layouts(PyObject *mod, PyObject *unused);
 
 int n4p_init_pointer_box(PyObject *mod, n4p_state *st);
+int n4p_init_handles(PyObject *mod, n4p_state *st);
+/* A new handle object of the kind holding value. */
+PyObject *n4p_handle_new(n4p_state *st, enum n4p_handle_kind kind, void *value);
+/* The slot of a handle object (any kind): the out-parameter for the library. */
+void **n4p_handle_slot(PyObject *o);
+/* Whether o is a handle object (Comm or Window, subclasses included). */
+int n4p_is_handle(PyObject *o);
+/* The kind of a handle object (subclasses included), or -1 for anything else. */
+int n4p_handle_kind_of(n4p_state *st, PyObject *o);
 int n4p_init_communicator(PyObject *mod, n4p_state *st);
 /* gpu_runtime.c: GpuRuntimeError and the gpu_runtime_* functions */
 int n4p_init_gpu_runtime(PyObject *mod, n4p_state *st);

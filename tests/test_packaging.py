@@ -7,6 +7,7 @@ not build."""
 from __future__ import annotations
 
 import email
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -19,7 +20,11 @@ import pytest
 
 from conftest import ROOT, clean_env
 
-pytest.importorskip("build", reason="the packaging tests need `build` (in the test extra)")
+# A build/ folder in the working directory would pass for the package `build`
+# (as a namespace package), so look for the real one.
+_spec = importlib.util.find_spec("build")
+if _spec is None or _spec.origin is None:
+    pytest.skip("the packaging tests need `build` (in the test extra)", allow_module_level=True)
 
 # Files of the repository that do not belong in the sdist.
 NOT_SHIPPED = {".gitignore"}
@@ -46,7 +51,7 @@ def dists(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
     # The running environment provides the build requirements (setuptools>=77).
     run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(tree)],
-        env=clean_env())
+        env=clean_env(), cwd=out)
     (sdist,) = out.glob("*.tar.gz")
     (wheel,) = out.glob("*.whl")
     return sdist, wheel

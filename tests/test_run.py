@@ -31,6 +31,7 @@ except ImportError:  # not installed: use the checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import nccl.run
+from nccl._discovery import gpus_visible
 from nccl._launch import launcher, rankenv, uniqueid
 from nccl.run import RankEnvironment, environment
 
@@ -404,19 +405,19 @@ def test_gpus_visible(tmp_path):
     nv = tmp_path / "nv"
     nv.mkdir()
     (nv / "nvidiactl").touch()
-    assert not launcher.gpus_visible({}, str(nv))  # a control node is not a GPU
+    assert not gpus_visible({}, str(nv))  # a control node is not a GPU
     (nv / "nvidia3").touch()
-    assert launcher.gpus_visible({}, str(nv))
-    assert launcher.gpus_visible({"CUDA_VISIBLE_DEVICES": "0,1"}, str(nv))
-    assert launcher.gpus_visible({"HIP_VISIBLE_DEVICES": ""}, str(nv))
+    assert gpus_visible({}, str(nv))
+    assert gpus_visible({"CUDA_VISIBLE_DEVICES": "0,1"}, str(nv))
+    assert gpus_visible({"HIP_VISIBLE_DEVICES": ""}, str(nv))
     for hidden in ("", "-1", " -1,0"):
-        assert not launcher.gpus_visible({"CUDA_VISIBLE_DEVICES": hidden}, str(nv))
+        assert not gpus_visible({"CUDA_VISIBLE_DEVICES": hidden}, str(nv))
     amd = tmp_path / "amd"
     amd.mkdir()
     (amd / "kfd").touch()
-    assert launcher.gpus_visible({}, str(amd))
+    assert gpus_visible({}, str(amd))
     for name in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
-        assert not launcher.gpus_visible({name: "-1"}, str(amd))
+        assert not gpus_visible({name: "-1"}, str(amd))
 
 
 def test_rank_environment_and_hex():

@@ -188,7 +188,7 @@ def gen_dtype_constants(types: list[DType]) -> list[str]:
 KINDS = {"SIZE": "int", "U32": "int", "I32": "int", "U8": "int", "F32": "float",
          "CSTR": "str", "PTR": "int"}
 # C enum types of fields -> the nccl.core enum a property returns
-ENUMS = {"ncclGinType_t": "NcclGinType"}
+ENUMS = {"ncclGinType_t": "decode_gin_type"}  # the decoder of each enum field
 
 
 @dataclass

@@ -13,7 +13,6 @@ mpiexec does.  See docs/launcher.md.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import queue
 import re
@@ -23,6 +22,7 @@ import sys
 import threading
 import time
 
+from nccl._discovery import gpus_visible
 from nccl._launch import forward, limits, procgroup, uniqueid
 
 PROG = "python -m nccl.run"
@@ -163,26 +163,7 @@ def split_command(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
 
 # ------------------------------------------------------------------- backend
 
-def _hidden(value: str | None) -> bool:
-    """True when a *_VISIBLE_DEVICES value hides every device."""
-    if value is None:
-        return False
-    first = value.split(",")[0].strip()
-    return first == "" or first == "-1"
-
-
-def gpus_visible(environ, dev: str = "/dev") -> bool:
-    """Cheap guess at whether this process would see a GPU (no library is loaded)."""
-    nvidia = bool(glob.glob(os.path.join(dev, "nvidia[0-9]*")))
-    amd = os.path.exists(os.path.join(dev, "kfd"))
-    cuda_hidden = _hidden(environ.get("CUDA_VISIBLE_DEVICES"))
-    amd_hidden = cuda_hidden or any(
-        _hidden(environ.get(name)) for name in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
-    )
-    return (nvidia and not cuda_hidden) or (amd and not amd_hidden)
-
-
-def select_backend(choice: str, environ, dev: str = "/dev") -> str:
+def select_backend(choice: str, environ, dev: str | None = None) -> str:
     """Apply ``--backend choice`` to *environ* (a mutable mapping); describe the result."""
     if choice == "host":
         environ.pop("NCCL_LIBRARY", None)

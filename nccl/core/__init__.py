@@ -12,6 +12,12 @@ from .typing import *  # noqa: F401,F403
 from .typing import __all__ as _typing_all
 from .constants import *  # noqa: F401,F403
 from .constants import __all__ as _constants_all
+from .enums import NcclCftCap, NcclCftTeamMode, NcclHostCftMode, NcclNvlsHostMode
+from .properties import NCCLCommProperties
+from .params import dump_params, params
+from .team import (GinBarrierRequirement, LLA2ARequirement, LsaBarrierRequirement, NCCLTeam,
+                   TeamRequirement)
+from .coll_config import NCCLCollConfig, NcclEventSpec, VendorOption
 from .config import NCCLConfig, NCCLDevCommRequirements, WaitSignalDesc
 from .communicator import CPUDevice, Communicator
 from .resources import CustomRedOp, DevCommResource, RegisteredBufferHandle, RegisteredWindowHandle
@@ -21,6 +27,10 @@ from .utils import (UniqueId, Version, get_error_string, get_lib_path, get_lib_v
 from .memory import HostBuffer, mem_alloc, mem_free
 
 __all__ = [*_typing_all, *_constants_all,
+           "NcclHostCftMode", "NcclNvlsHostMode", "NcclCftTeamMode", "NcclCftCap",
+           "NCCLCollConfig", "VendorOption", "NcclEventSpec", "NCCLCommProperties", "NCCLTeam",
+           "TeamRequirement", "LsaBarrierRequirement", "GinBarrierRequirement", "LLA2ARequirement",
+           "params", "dump_params",
            "NCCLConfig", "WaitSignalDesc", "NCCLDevCommRequirements", "Communicator", "CPUDevice",
            "RegisteredBufferHandle", "RegisteredWindowHandle", "CustomRedOp", "DevCommResource",
            "group", "group_start", "group_end", "group_simulate_end", "GroupSimInfo",

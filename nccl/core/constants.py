@@ -37,6 +37,8 @@ class WindowFlag(IntFlag):
     DEFAULT = 0x00
     COLL_SYMMETRIC = 0x01
     STRICT_ORDERING = 0x02
+    GIN_ONLY = 0x04       # NCCL 2.32
+    CFT_COUNTED = 0x08    # NCCL 2.32
     Default = 0x00
     CollSymmetric = 0x01
     StrictOrdering = 0x02

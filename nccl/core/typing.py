@@ -10,7 +10,6 @@ from enum import IntEnum
 from typing import Any, Protocol, Union, runtime_checkable
 
 from nccl import _dtypes
-from nccl._enums import GinConnectionType, GinType
 from nccl._errors import NcclInvalid
 
 __all__ = [
@@ -93,10 +92,7 @@ class NcclRedOp(IntEnum):
                           f"reduction operator")
 
 
-# The same values as the low-level enums (value 4 is GPI on NCCL and
-# ROCSHMEM on RCCL; 5 is RCCL's ANVIL).
-NcclGinType = GinType
-NcclGinConnectionType = GinConnectionType
+from .enums import NcclGinConnectionType, NcclGinType  # noqa: E402  (re-exported)
 
 
 class NcclCommMemStat(IntEnum):

@@ -6,7 +6,7 @@
 # only exist on CUDA (upstream nccl4py) are skipped.
 #
 # Prepare (on a machine with PyPI, from the repository root), once:
-#     bash tests/gpu/run_checks.sh --prepare      # upstream nccl4py 0.3.1 wheel -> .whl/
+#     bash tests/gpu/run_checks.sh --prepare      # upstream nccl4py 0.3.1 and 0.6.0 wheels -> .whl/
 # Check the plan without a GPU:
 #     bash tests/gpu/run_checks.sh --dry-run
 # Run on the GPU machine (its Python has torch, CuPy, cuda.core, mpi4py and
@@ -18,14 +18,16 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
 OUTDIR=${OUT:-$PWD/gpu-report}
-UPSTREAM_VERSION=0.3.1
+UPSTREAM_VERSIONS="0.3.1 0.6.0"
 
 prepare() {
     mkdir -p .whl
-    "$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
-        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
-        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d .whl "nccl4py==$UPSTREAM_VERSION"
+    for v in $UPSTREAM_VERSIONS; do  # one at a time: pip refuses two versions of one package
+        "$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+            --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
+            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+            -d .whl "nccl4py==$v" || return 1
+    done
 }
 
 check_env() {
@@ -50,9 +52,11 @@ for m in need:
 print(f"  {'ok     ' if shutil.which('gcc') or shutil.which('cc') else 'MISSING'} C compiler")
 sys.exit(1 if missing else 0)
 PYEOF
-    ls .whl/nccl4py-"$UPSTREAM_VERSION"-*.whl >/dev/null 2>&1 \
-        && echo "  ok      .whl/nccl4py-$UPSTREAM_VERSION wheel" \
-        || echo "  MISSING .whl/nccl4py-$UPSTREAM_VERSION wheel (run --prepare; upstream rows are skipped)"
+    for v in $UPSTREAM_VERSIONS; do
+        ls .whl/nccl4py-"$v"-*.whl >/dev/null 2>&1 \
+            && echo "  ok      .whl/nccl4py-$v wheel" \
+            || echo "  MISSING .whl/nccl4py-$v wheel (run --prepare; its upstream rows are skipped)"
+    done
     return $ok
 }
 
@@ -60,9 +64,9 @@ plan() {
     cat <<PLAN
 plan:
   1. build nccl4py in place: $PY setup.py build_ext --inplace (no downloads)
-  2. install upstream nccl4py $UPSTREAM_VERSION from .whl/ into a private folder
+  2. install upstream nccl4py $UPSTREAM_VERSIONS from .whl/, each into a private folder
   3. NCCL4PY_TEST_LIBRARY=<libnccl.so.2 of nvidia-nccl, or librccl.so on ROCm> $PY -m pytest -m gpu tests/gpu (240 s limit)
-  4. $PY bench/gpu_call_overhead.py --calls 10000 --upstream <folder> --out $OUTDIR (150 s limit)
+  4. $PY bench/gpu_call_overhead.py --calls 10000 --upstream <folder> ... --out $OUTDIR (150 s limit)
   5. write $OUTDIR/report.md (tests summary + overhead table) and the raw numbers
 PLAN
 }
@@ -84,12 +88,15 @@ start=$(date +%s)
 echo "environment:"; check_env || true
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 "$PY" setup.py build_ext --inplace > "$OUTDIR/build.log" 2>&1 || { echo "build failed"; tail -20 "$OUTDIR/build.log"; exit 1; }
-UP=/tmp/nccl4py-upstream
-rm -rf "$UP"
-if ls .whl/nccl4py-"$UPSTREAM_VERSION"-*.whl >/dev/null 2>&1; then
-    "$PY" -m pip install -q --no-index --no-deps --target "$UP" .whl/nccl4py-"$UPSTREAM_VERSION"-*.whl \
-        || echo "upstream install failed"
-fi
+UPARG=()
+for v in $UPSTREAM_VERSIONS; do
+    UP=/tmp/nccl4py-upstream-$v
+    rm -rf "$UP"
+    if ls .whl/nccl4py-"$v"-*.whl >/dev/null 2>&1; then
+        "$PY" -m pip install -q --no-index --no-deps --target "$UP" .whl/nccl4py-"$v"-*.whl \
+            && UPARG+=(--upstream "$UP") || echo "upstream $v install failed"
+    fi
+done
 LIB=$("$PY" - <<'PYEOF'
 import os
 import nccl._discovery as d
@@ -104,8 +111,6 @@ PYEOF
 NCCL4PY_TEST_LIBRARY=$LIB timeout 240 "$PY" -m pytest -m gpu tests/gpu -q -rs \
     --junitxml="$OUTDIR/gpu-tests.xml" 2>&1 | tee "$OUTDIR/gpu-tests.log"
 tests_rc=${PIPESTATUS[0]}
-UPARG=()
-[ -d "$UP/nccl" ] && UPARG=(--upstream "$UP")
 timeout 150 "$PY" bench/gpu_call_overhead.py --calls 10000 "${UPARG[@]}" --out "$OUTDIR" \
     2>&1 | tee "$OUTDIR/bench.log"
 {

@@ -1,0 +1,173 @@
+/*
+ * rounds.c - the round protocol of the collectives: who may write which
+ * staging buffer when, arriving, and checking that the ranks agree.
+ *
+ * A collective is one or more rounds, numbered alike on every rank (the
+ * ranks call the collectives of a communicator in the same order).  In
+ * round t a rank writes what its peers need into buffers of the segment,
+ * then arrives: it stores t + 1 in its `seq` (release), which publishes
+ * those writes.  A rank that needs data of round t from rank p waits until
+ * p's seq >= t + 1 (n4p_wait_arrived, sync.c).  Which ranks a rank waits
+ * for depends on the collective: everybody (all-reduce, all-gather, ...),
+ * only the root (the receivers of a broadcast or scatter), or nobody (the
+ * root of a broadcast, the senders of a reduce or gather): those ranks go
+ * on at once and may run ahead.
+ *
+ * A rank reads the data of round t before it arrives at round t + 1, so
+ * "every rank's seq >= u + 2" means everything written in round u has been
+ * read.  Buffers are therefore reused by distance: the two sets of staging
+ * slots alternate by round parity, so round t may write its set once every
+ * rank's seq >= t; the N4P_DEPTH eager entries of a rank (the data of small
+ * collectives) and its ring of call descriptions are indexed by round
+ * modulo N4P_DEPTH, so round t may write them once every rank's seq >=
+ * t + 2 - N4P_DEPTH.  n4p_round_open() waits for that before a rank writes
+ * anything; it is usually known already (`seen_all`), since every round
+ * that waits for everybody proves it.  So a rank runs at most N4P_DEPTH - 2
+ * small rounds (or one staged round) ahead of the slowest rank.
+ *
+ * Checking.  In the first round of each collective every rank publishes
+ * (kind, count, type, op, root, round) in its description ring, and
+ * compares the descriptions of the ranks it waits for with its own, so
+ * mismatched calls fail with ncclInvalidUsage instead of corrupting data.
+ * A rank that waits for nobody learns of a mismatch through the poison that
+ * the others leave, at its next call.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <string.h>
+
+#include "internal.h"
+
+const char *n4p_kind_name(int kind)
+{
+    switch (kind) {
+    case N4P_K_ALLREDUCE:
+        return "ncclAllReduce";
+    case N4P_K_BROADCAST:
+        return "ncclBroadcast";
+    case N4P_K_REDUCE:
+        return "ncclReduce";
+    case N4P_K_ALLGATHER:
+        return "ncclAllGather";
+    case N4P_K_REDUCESCATTER:
+        return "ncclReduceScatter";
+    case N4P_K_ALLTOALL:
+        return "ncclAlltoAll";
+    case N4P_K_ALLTOALLV:
+        return "ncclAllToAllv";
+    case N4P_K_GATHER:
+        return "ncclGather";
+    case N4P_K_SCATTER:
+        return "ncclScatter";
+    case N4P_K_ALLREDUCE_BIAS:
+        return "ncclAllReduceWithBias";
+    case N4P_K_SPLIT:
+        return "ncclCommSplit";
+    case N4P_K_SHRINK:
+        return "ncclCommShrink";
+    case N4P_K_SEND:
+        return "ncclSend";
+    case N4P_K_RECV:
+        return "ncclRecv";
+    default:
+        return "operation";
+    }
+}
+
+bool n4p_is_reduction(int kind)
+{
+    return kind == N4P_K_ALLREDUCE || kind == N4P_K_REDUCE ||
+           kind == N4P_K_REDUCESCATTER || kind == N4P_K_ALLREDUCE_BIAS;
+}
+
+bool n4p_is_rooted(int kind)
+{
+    return kind == N4P_K_BROADCAST || kind == N4P_K_REDUCE ||
+           kind == N4P_K_GATHER || kind == N4P_K_SCATTER;
+}
+
+void *n4p_eager(ncclComm_t c, int k, uint64_t round)
+{
+    return c->seg.eager +
+           ((size_t)k * N4P_DEPTH + (size_t)(round % N4P_DEPTH)) * N4P_EAGER_BYTES;
+}
+
+static uint64_t min_peer_seq(ncclComm_t c)
+{
+    uint64_t m = UINT64_MAX;
+    for (int k = 0; k < c->nranks; k++) {
+        uint64_t v = atomic_load_explicit(&c->seg.ranks[k].seq, memory_order_acquire);
+        if (k != c->rank && v < m)
+            m = v;
+    }
+    return m;
+}
+
+ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse)
+{
+    const uint64_t t = c->epoch;
+    const uint64_t need = t + 2 > reuse ? t + 2 - reuse : 0;
+    if (need > c->seen_all) {
+        ncclResult_t rc = n4p_wait_arrived(c, N4P_ALL, need, "staging buffers to be free");
+        if (rc != ncclSuccess)
+            return rc;
+        c->seen_all = c->nranks > 1 ? min_peer_seq(c) : UINT64_MAX;
+    }
+    if (o != NULL) {
+        n4p_desc d = {
+            .epoch = t,
+            .count = o->count,
+            .kind = o->kind,
+            .dtype = o->dtype,
+            .op = n4p_is_reduction(o->kind) ? (o->op < ncclNumOps ? o->op : -1) : 0,
+            .root = n4p_is_rooted(o->kind) ? o->root : -1,
+        };
+        if (o->kind == N4P_K_SPLIT)
+            d.dtype = 0, d.count = 0;
+        c->desc = d;
+        c->seg.ranks[c->rank].desc[t % N4P_DEPTH] = d;
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t mismatch(ncclComm_t c, int k, const n4p_desc *p)
+{
+    const n4p_desc *d = &c->desc;
+    n4p_set_error(c,
+                  "mismatched collective calls: this rank called %s(count=%llu, "
+                  "%s, op=%d, root=%d) but rank %d called %s(count=%llu, %s, "
+                  "op=%d, root=%d)%s",
+                  n4p_kind_name(d->kind), (unsigned long long)d->count,
+                  n4p_dtype_name(d->dtype), d->op, d->root, k, n4p_kind_name(p->kind),
+                  (unsigned long long)p->count, n4p_dtype_name(p->dtype), p->op, p->root,
+                  p->epoch != d->epoch ? " (collective sequence differs)" : "");
+    n4p_comm_failed(c, ncclInvalidUsage);
+    n4p_poison(c, ncclInvalidUsage);
+    return ncclInvalidUsage;
+}
+
+ncclResult_t n4p_round_close(ncclComm_t c, bool check, int from)
+{
+    const uint64_t t = c->epoch;
+    n4p_arrive(c);
+    if (from == N4P_NOBODY)
+        return ncclSuccess;
+    ncclResult_t rc = n4p_wait_arrived(c, from, t + 1,
+                                       from == N4P_ALL ? "barrier" : "data from the root");
+    if (rc != ncclSuccess)
+        return rc;
+    if (from == N4P_ALL && c->seen_all < t + 1)
+        c->seen_all = t + 1;
+    if (!check)
+        return ncclSuccess;
+    const n4p_desc *d = &c->desc;
+    for (int k = from == N4P_ALL ? 0 : from; k < (from == N4P_ALL ? c->nranks : from + 1);
+         k++) {
+        const n4p_desc *p = &c->seg.ranks[k].desc[t % N4P_DEPTH];
+        if (p->epoch != d->epoch || p->kind != d->kind || p->count != d->count ||
+            p->dtype != d->dtype || p->op != d->op || p->root != d->root)
+            return mismatch(c, k, p);
+    }
+    return ncclSuccess;
+}

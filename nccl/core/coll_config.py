@@ -1,0 +1,130 @@
+"""Per-call configuration of a collective (nccl4py 0.6): ``NCCLCollConfig``
+and ``VendorOption``.
+
+``config=None`` on a collective is the plain call.  A config is checked when
+it is made and again when it is used (the dataclass is mutable), with
+nccl4py 0.6's messages; its values are then written into an
+``ncclCollConfig_t`` for the ``nccl*Config`` function of the collective.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from nccl._errors import NcclInvalid
+
+from .constants import CTAPolicy
+
+__all__ = ["NCCLCollConfig", "VendorOption", "NcclEventSpec", "event_handle"]
+
+# A CUDA/HIP event: a cuda.core Event (or our HIP shim's) or a nonzero
+# cudaEvent_t handle as an int.
+NcclEventSpec = Union[Any, int]
+
+_VALUE_FIELDS = ("int_value", "str_value", "raw_value")
+
+
+@dataclass(frozen=True)
+class VendorOption:
+    """One vendor-specific option of a collective: a ``(vendor_id, option_id)``
+    key and exactly one of an int, a string or a raw 64-bit value."""
+
+    vendor_id: int
+    option_id: int
+    int_value: int | None = None
+    str_value: str | None = None
+    raw_value: int | None = None
+
+    def __post_init__(self) -> None:
+        given = [f for f in _VALUE_FIELDS if getattr(self, f) is not None]
+        if len(given) != 1:
+            raise NcclInvalid("VendorOption requires exactly one of int_value, str_value, "
+                              f"raw_value to be set, got {given or 'none'}")
+
+
+def _check_vendor_options(options: Any) -> None:
+    if isinstance(options, (VendorOption, str, bytes)) or not isinstance(options, Sequence):
+        raise NcclInvalid("vendor_options must be a sequence of VendorOption, got "
+                          f"{type(options).__name__}")
+    seen = set()
+    for opt in options:
+        if not isinstance(opt, VendorOption):
+            raise NcclInvalid("vendor_options must contain VendorOption instances, got "
+                              f"{type(opt).__name__}")
+        key = (opt.vendor_id, opt.option_id)
+        if key in seen:
+            raise NcclInvalid(f"Duplicate vendor option key (vendor_id={opt.vendor_id}, "
+                              f"option_id={opt.option_id}); keys must be unique")
+        seen.add(key)
+
+
+def event_handle(event: NcclEventSpec | None) -> int:
+    """The ``cudaEvent_t``/``hipEvent_t`` of ``event`` as an int; 0 for None."""
+    if event is None:
+        return 0
+    if isinstance(event, bool) or not isinstance(event, int):
+        handle = getattr(event, "handle", None)
+        if handle is None or isinstance(event, (bool, float)):
+            raise TypeError("event must be a cuda.core.Event or a nonzero integer cudaEvent_t "
+                            "handle")
+        if int(handle) == 0:
+            raise RuntimeError("Event has been closed")
+        return int(handle)
+    if event == 0:
+        raise ValueError("CUDA event has a null handle; initialize it before passing it to NCCL")
+    return event
+
+
+@dataclass(kw_only=True)
+class NCCLCollConfig:
+    """Tuning of one collective call (``ncclCollConfig_t``, NCCL 2.31+).
+
+    Unset fields (``None``) keep the communicator's settings.  Every rank must
+    pass the same configuration; the library checks it locally when the call
+    is made.  ``launch_completion_event`` needs NCCL 2.32.
+    """
+
+    min_ctas: int | None = None
+    max_ctas: int | None = None
+    nvls_ctas: int | None = None
+    cga_cluster_size: int | None = None
+    alg_selection: str | None = None
+    force_alg_selection: bool | None = None
+    cta_policy: CTAPolicy | None = None
+    user_profiler_tag: int | None = None
+    launch_completion_event: NcclEventSpec | None = None
+    vendor_options: Sequence[VendorOption] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        _check_vendor_options(self.vendor_options)
+
+    def _fields_to_write(self) -> dict[str, Any]:
+        """The C fields this config sets, checked (again: it is mutable)."""
+        _check_vendor_options(self.vendor_options)
+        out: dict[str, Any] = {}
+        for name in ("min_ctas", "max_ctas", "nvls_ctas", "cga_cluster_size", "cta_policy"):
+            v = getattr(self, name)
+            if v is not None:
+                out[name] = _int_field(name, v, -2**31, 2**31 - 1)
+        if self.force_alg_selection is not None:
+            out["force_alg_selection"] = int(bool(self.force_alg_selection))
+        if self.user_profiler_tag is not None:
+            out["user_profiler_tag"] = _int_field("user_profiler_tag", self.user_profiler_tag,
+                                                  0, 2**64 - 1)
+        if self.alg_selection is not None:
+            if not isinstance(self.alg_selection, str):
+                raise TypeError(f"alg_selection must be a str, not "
+                                f"{type(self.alg_selection).__name__}")
+            out["alg_selection"] = self.alg_selection
+        out["launch_completion_event"] = event_handle(self.launch_completion_event)
+        return out
+
+
+def _int_field(name: str, v: Any, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise TypeError(f"{name} must be an integer, not {type(v).__name__}")
+    i = v.__index__()
+    if not lo <= i <= hi:
+        raise OverflowError(f"{name}={i} is out of range [{lo}, {hi}]")
+    return i

@@ -1,0 +1,79 @@
+"""Enumerations of ``nccl.core`` for the device API, GIN and CFT (nccl4py 0.6
+names), and the decoding of values whose meaning depends on the vendor.
+
+``ncclGinType_t`` numbers transports differently on NCCL and RCCL (4 is GPI
+on NCCL 2.30.7+ and ROCSHMEM on RCCL; 5 is EFA_GDA on NCCL 2.31+ and ANVIL on
+RCCL).  ``decode_gin_type`` turns a value the library reported into the
+member that names it for the loaded library; a value that library does not
+define becomes ``UNKNOWN_<n>`` rather than a wrong name or an exception.
+"""
+from __future__ import annotations
+
+from enum import IntEnum, IntFlag
+
+from nccl._enums import GinConnectionType, RcclGinType, _Decodes
+
+__all__ = [
+    "NcclGinType", "NcclGinConnectionType", "NcclHostCftMode", "NcclNvlsHostMode",
+    "NcclCftTeamMode", "NcclCftCap", "decode_gin_type",
+]
+
+NcclGinConnectionType = GinConnectionType
+
+
+class NcclGinType(_Decodes, IntEnum):
+    """GIN transport types, NCCL's names; ``ROCSHMEM`` and ``ANVIL`` are the
+    RCCL names of 4 and 5, kept as aliases (see ``decode_gin_type``)."""
+    NONE = 0
+    PROXY = 2
+    GDAKI = 3
+    GPI = 4
+    EFA_GDA = 5
+    ROCSHMEM = 4
+    ANVIL = 5
+
+
+class NcclHostCftMode(IntEnum):
+    DEFAULT = -2147483648
+    ENABLE = 1
+    DISABLE = 2
+    FALLBACK = 3
+
+
+class NcclNvlsHostMode(IntFlag):
+    ENABLE = 0
+    DISABLE_TRANSPORT = 1
+    DISABLE_SYMMETRIC_MULTIMEM = 2
+    DISABLE = 0x7FFFFFFF
+
+
+class NcclCftTeamMode(IntEnum):
+    FLAT = 0
+    HIER_MULTIMEM = 1
+    HIER_LSA = 2
+
+
+class NcclCftCap(IntFlag):
+    NONE = 0
+    CFT = 1
+    MULTIMEM = 2
+
+
+# The first NCCL version (as get_version() codes it) that defines each value.
+_NCCL_GIN_SINCE = {4: 23007, 5: 23100}
+
+
+def decode_gin_type(value: int, family: str | None = None,
+                    version: int | None = None) -> IntEnum:
+    """The GIN type ``value`` as the loaded library (or ``family``/``version``)
+    defines it: an ``RcclGinType`` on RCCL, an ``NcclGinType`` otherwise."""
+    if family is None or version is None:
+        from nccl import _nccl
+
+        family = _nccl.library_family() if family is None else family
+        version = _nccl.get_version() if version is None else version
+    if family == "rccl":
+        return RcclGinType(value)
+    if version < _NCCL_GIN_SINCE.get(value, 0):
+        return NcclGinType._missing_(value)
+    return NcclGinType(value)

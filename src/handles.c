@@ -1,0 +1,257 @@
+/*
+ * handles.c - Comm and Window: the handle objects of the nccl4py 0.5+ low
+ * level.
+ *
+ * Each object owns one pointer-sized slot.  A creating function passes the
+ * slot's address to the library as its out-parameter and returns the object,
+ * so a value the library writes later (a non-blocking init, a window
+ * registered inside a group) shows up in `.handle`.
+ *
+ * Code written for the 0.2 low level keeps handles as ints: it adds to them,
+ * compares them with ints and uses them as dict keys.  The objects therefore
+ * behave as the integer they hold: the number protocol returns plain ints,
+ * comparison and hashing are by value.  They are not int subclasses, because
+ * an int cannot follow the slot when the library fills it.
+ */
+#include "bindings.h"
+
+typedef struct {
+    PyObject_HEAD
+    void *handle;
+} handleobj;
+
+static int
+h_init(handleobj *self, PyObject *args, PyObject *kwds)
+{
+    static char *kw[] = {"handle", NULL};
+    PyObject *v = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O", kw, &v))
+        return -1;
+    void *p = NULL;
+    if (v != NULL && n4p_arg_ptr(v, "handle", &p) < 0)
+        return -1;
+    self->handle = p;
+    return 0;
+}
+
+static void
+h_dealloc(handleobj *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* The handle as a Python int: signed, as upstream's intptr_t. */
+static PyObject *
+h_int(handleobj *self)
+{
+    return PyLong_FromSsize_t((Py_ssize_t)(intptr_t)self->handle);
+}
+
+static PyObject *
+h_get_handle(handleobj *self, void *Py_UNUSED(c))
+{
+    return h_int(self);
+}
+
+static PyObject *
+h_get_slot(handleobj *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromVoidPtr(&self->handle);
+}
+
+static int
+h_bool(handleobj *self)
+{
+    return self->handle != NULL;
+}
+
+static PyObject *
+h_repr(handleobj *self)
+{
+    return PyUnicode_FromFormat("<%s handle=%p object at %p>", Py_TYPE(self)->tp_name,
+                                self->handle, (void *)self);
+}
+
+static Py_hash_t
+h_hash(handleobj *self)
+{
+    PyObject *v = h_int(self);
+    if (v == NULL)
+        return -1;
+    Py_hash_t h = PyObject_Hash(v);
+    Py_DECREF(v);
+    return h;
+}
+
+int
+n4p_is_handle(PyObject *o)
+{
+    /* Both types share the slots below, so tp_hash identifies them (and subclasses). */
+    return Py_TYPE(o)->tp_hash == (hashfunc)h_hash;
+}
+
+/* o as an int for arithmetic and comparison: a new reference, NULL with no
+ * exception when o is not integer-like. */
+static PyObject *
+as_int(PyObject *o)
+{
+    if (n4p_is_handle(o))
+        return h_int((handleobj *)o);
+    if (PyLong_Check(o))
+        return Py_NewRef(o);
+    if (PyIndex_Check(o) && !PyFloat_Check(o))
+        return PyNumber_Index(o);
+    return NULL;
+}
+
+static PyObject *
+binop(PyObject *a, PyObject *b, binaryfunc fn)
+{
+    PyObject *x = as_int(a);
+    if (x == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+    PyObject *y = as_int(b);
+    if (y == NULL) {
+        Py_DECREF(x);
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+    }
+    PyObject *r = fn(x, y);
+    Py_DECREF(x);
+    Py_DECREF(y);
+    return r;
+}
+
+#define BINOP(name, fn)                                                                        \
+    static PyObject *name(PyObject *a, PyObject *b) { return binop(a, b, fn); }
+BINOP(h_add, PyNumber_Add)
+BINOP(h_sub, PyNumber_Subtract)
+BINOP(h_and, PyNumber_And)
+BINOP(h_or, PyNumber_Or)
+BINOP(h_xor, PyNumber_Xor)
+BINOP(h_lshift, PyNumber_Lshift)
+BINOP(h_rshift, PyNumber_Rshift)
+BINOP(h_floordiv, PyNumber_FloorDivide)
+BINOP(h_rem, PyNumber_Remainder)
+#undef BINOP
+
+static PyObject *
+h_richcompare(PyObject *a, PyObject *b, int op)
+{
+    PyObject *x = as_int(a);
+    if (x == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+    PyObject *y = as_int(b);
+    if (y == NULL) {
+        Py_DECREF(x);
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+    }
+    PyObject *r = PyObject_RichCompare(x, y, op);
+    Py_DECREF(x);
+    Py_DECREF(y);
+    return r;
+}
+
+static PyObject *
+h_format(handleobj *self, PyObject *spec)
+{
+    PyObject *v = h_int(self);
+    if (v == NULL)
+        return NULL;
+    PyObject *r = PyObject_Format(v, spec);
+    Py_DECREF(v);
+    return r;
+}
+
+static PyObject *
+h_reduce(handleobj *self, PyObject *Py_UNUSED(unused))
+{
+    return Py_BuildValue("O(N)", (PyObject *)Py_TYPE(self), h_int(self));
+}
+
+static PyGetSetDef h_getset[] = {
+    {"handle", (getter)h_get_handle, NULL, "the handle value the slot holds now, as an int",
+     NULL},
+    {"handle_ptr", (getter)h_get_slot, NULL,
+     "the address of the slot (what a creating function hands the library)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef h_methods[] = {
+    {"__format__", (PyCFunction)h_format, METH_O, NULL},
+    {"__reduce__", (PyCFunction)h_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+#define HANDLE_SLOTS(doc)                                                                      \
+    {                                                                                          \
+        {Py_tp_doc, (void *)(doc)}, {Py_tp_new, PyType_GenericNew}, {Py_tp_init, h_init},      \
+            {Py_tp_dealloc, h_dealloc}, {Py_tp_getset, h_getset},                              \
+            {Py_tp_methods, h_methods}, {Py_tp_repr, h_repr}, {Py_tp_hash, h_hash},            \
+            {Py_tp_richcompare, h_richcompare}, {Py_nb_int, h_int}, {Py_nb_index, h_int},      \
+            {Py_nb_bool, h_bool}, {Py_nb_add, h_add}, {Py_nb_subtract, h_sub},                 \
+            {Py_nb_and, h_and}, {Py_nb_or, h_or}, {Py_nb_xor, h_xor},                          \
+            {Py_nb_lshift, h_lshift}, {Py_nb_rshift, h_rshift},                                \
+            {Py_nb_floor_divide, h_floordiv}, {Py_nb_remainder, h_rem}, {0, NULL},             \
+    }
+
+static PyType_Slot comm_slots[] = HANDLE_SLOTS(
+    "Comm(handle=0)\n--\n\n"
+    "A communicator handle (ncclComm_t).  Creating functions return one whose\n"
+    "slot the library filled; it can be used wherever an int handle can.");
+static PyType_Slot window_slots[] = HANDLE_SLOTS(
+    "Window(handle=0)\n--\n\n"
+    "A window handle (ncclWindow_t).  Creating functions return one whose\n"
+    "slot the library filled; it can be used wherever an int handle can.");
+
+static PyType_Spec handle_specs[N4P_H_COUNT] = {
+    [N4P_H_COMM] = {.name = "nccl.bindings.nccl.Comm",
+                    .basicsize = sizeof(handleobj),
+                    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+                    .slots = comm_slots},
+    [N4P_H_WINDOW] = {.name = "nccl.bindings.nccl.Window",
+                      .basicsize = sizeof(handleobj),
+                      .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+                      .slots = window_slots},
+};
+
+void **
+n4p_handle_slot(PyObject *o)
+{
+    return &((handleobj *)o)->handle;
+}
+
+PyObject *
+n4p_handle_new(n4p_state *st, enum n4p_handle_kind kind, void *value)
+{
+    PyTypeObject *tp = st->handle_types[kind];
+    PyObject *o = tp->tp_alloc(tp, 0);
+    if (o != NULL)
+        ((handleobj *)o)->handle = value;
+    return o;
+}
+
+int
+n4p_handle_kind_of(n4p_state *st, PyObject *o)
+{
+    for (int k = 0; k < N4P_H_COUNT; k++)
+        if (PyObject_TypeCheck(o, st->handle_types[k]))
+            return k;
+    return -1;
+}
+
+int
+n4p_init_handles(PyObject *mod, n4p_state *st)
+{
+    for (int k = 0; k < N4P_H_COUNT; k++) {
+        PyObject *tp = PyType_FromModuleAndSpec(mod, &handle_specs[k], NULL);
+        if (tp == NULL)
+            return -1;
+        st->handle_types[k] = (PyTypeObject *)tp;
+        const char *dot = strrchr(handle_specs[k].name, '.');
+        if (PyModule_AddObjectRef(mod, dot + 1, tp) < 0)
+            return -1;
+    }
+    return 0;
+}

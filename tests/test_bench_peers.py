@@ -1,0 +1,38 @@
+"""``bench/host_vs_mpi.py`` with the host backend alone: every collective at
+a few sizes and rank counts, results checked on every rank, the memcpy model
+and the JSON output (no MPI or gloo needed; no timing is asserted)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env, host_available
+
+pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
+
+SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "host_vs_mpi.py"
+OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall")
+
+
+def test_host_alone(tmp_path):
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, str(SCRIPT), "--peers", "--ranks", "2", "3",
+                        "--sizes", "8,4K,1M", "--memcpy-bytes", "4M", "--json", str(out)],
+                       env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads(out.read_text())
+    rows = doc["rows"]
+    assert {(r["op"], r["n"]) for r in rows} == {(o, n) for o in OPS for n in (2, 3)}
+    for r in rows:
+        assert r["ok"] is True, r
+        assert r["time"]["ours"] > 0 and r["model_time"] > 0, r
+    # sizes as in nccl-tests: the gathered size, or what each rank sends
+    got = {(r["op"], r["n"], r["size"]): r["bytes"] for r in rows}
+    assert got[("allgather", 3, 4096)] == 4092 and got[("alltoall", 3, 8)] == 12
+    assert got[("allreduce", 2, 1 << 20)] == 1 << 20
+    assert "memcpy 4MB, 2 streams at once" in p.stdout
+    assert "1048576" in p.stdout and "%" in p.stdout  # the model column of a 1 MiB row
