@@ -27,12 +27,13 @@ How a fact flows:
   accessor, initial value and layout of each field.  Python:
   nccl/core/config.py (checks of NCCLConfig, the fields of
   NCCLDevCommRequirements and WaitSignalDesc), nccl/core/communicator.py (the
-  properties read from ncclCommProperties_t), and render_pyi_structs() for
-  the struct classes of nccl/_nccl.pyi.
+  properties read from ncclCommProperties_t), and nccl/_nccl.pyi (the
+  struct classes, from render_pyi_structs()).
 * A collective is one N4P_COLL line (and its N4P_COLL_DOC line).  C:
   communicator.c parses, checks, calls and keeps alive every call from its
   descriptor; src/coll_docs.h (written here) holds each method's docstring
-  with its text signature.  render_pyi_communicator() gives its stub.
+  with its text signature; render_pyi_communicator() gives its stub in
+  nccl/_nccl.pyi.
 
 Only the standard library is used, so setup.py and the tests can run it.
 """
@@ -498,6 +499,10 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
         "nccl/core/config.py": {"fields": gen_config_fields(structs),
                                 "WaitSignalDesc": gen_wait_signal_fields(structs)},
         "nccl/core/communicator.py": {"properties": gen_comm_properties(structs)},
+        # the type stubs: tools/gen_api.py owns the functions' part of the same file
+        "nccl/_nccl.pyi": {"struct classes": render_pyi_structs(structs).splitlines(),
+                           "collective methods": [
+                               line[4:] for line in render_pyi_communicator(colls).splitlines()]},
     }
     out = {root / "src" / "coll_docs.h": gen_coll_docs(colls, rules, _rccl_only())}
     for rel, b in blocks.items():
