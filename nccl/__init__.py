@@ -17,7 +17,7 @@ def __getattr__(name):
 
         return importlib.import_module("nccl.bindings")
     if name in ("get_version", "show_versions", "VersionInfo", "LibraryInfo"):
-        from . import _show_versions
+        from . import _diagnostics
 
-        return getattr(_show_versions, name)
+        return getattr(_diagnostics, name)
     raise AttributeError(f"module 'nccl' has no attribute {name!r}")

@@ -225,7 +225,7 @@ def test_main_lists_each_candidate_once(gpudev):
 
 
 def test_main_json_counts_are_numbers_or_null():
-    from nccl.__main__ import gpu_runtime
+    from nccl._diagnostics import gpu_runtime
 
     class Broken:
         @staticmethod

@@ -12,7 +12,7 @@ from conftest import clean_env, host_available, run_python
 
 
 def test_library_info_form():
-    from nccl._show_versions import LibraryInfo, VersionInfo, decode_version
+    from nccl._diagnostics import LibraryInfo, VersionInfo, decode_version
 
     info = LibraryInfo("2.30.4", None, "/x/libnccl.so.2")
     assert str(info) == "2.30.4 @ /x/libnccl.so.2"
@@ -25,7 +25,7 @@ def test_library_info_form():
 
 @pytest.mark.skipif(not host_available(), reason="host backend not built")
 def test_get_version_and_show_versions_on_host():
-    code = ("import nccl._show_versions as s, io\n"
+    code = ("import nccl._diagnostics as s, io\n"
             "v = s.get_version(); print(v.nccl4py, v.nccl.version, v.nccl.path, v.nccl_ep)\n"
             "f = io.StringIO(); s.show_versions(f); print(f.getvalue())\n")
     p = run_python(code, clean_env(NCCL4PY_BACKEND="host"))
@@ -65,7 +65,7 @@ def test_json_without_library():
 
 
 def test_gpu_runtime_is_tolerant():
-    from nccl.__main__ import gpu_runtime
+    from nccl._diagnostics import gpu_runtime
 
     class Fake:
         @staticmethod

@@ -13,6 +13,8 @@ import json
 import math
 from typing import Any
 
+from nccl._diagnostics import decode_version
+
 from .progress import format_size
 
 __all__ = ["plot_file", "plot", "figure", "load", "require_matplotlib", "MissingMatplotlib",
@@ -42,12 +44,6 @@ def require_matplotlib() -> Any:
     except ImportError as e:
         raise MissingMatplotlib(f"plotting needs matplotlib ({e}): {_INSTALL}") from None
     return plt
-
-
-def _version_text(code: int) -> str:
-    if code < 10000:
-        return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
-    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
 
 
 def load(json_path: str) -> dict[str, Any]:
@@ -151,7 +147,7 @@ def figure(doc: dict[str, Any]) -> Any:
                     fontsize=7)
     lib = doc.get("library", {})
     fam = FAMILY.get(lib.get("family", ""), lib.get("family", "?"))
-    version = _version_text(int(lib.get("version_code") or 0))
+    version = decode_version(int(lib.get("version_code") or 0))
     fig.suptitle(f"nccl4py bench: {fam} {version}, {doc.get('nranks')} ranks "
                  f"({doc.get('array')} arrays)" + (f", {doc['hostname']}" if doc.get("hostname")
                                                    else ""))

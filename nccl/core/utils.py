@@ -13,9 +13,9 @@ __all__ = ["Version", "get_version", "get_lib_version", "get_lib_path", "UniqueI
 
 
 def _decode(code: int) -> str:
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+    from nccl._diagnostics import decode_version  # not at import: it brings the report's imports
+
+    return decode_version(code)
 
 
 def _pkg_version(text: str) -> Any:
