@@ -73,9 +73,9 @@ def nccl_dtype(obj: Any) -> int:
         if name.startswith("torch.") and name[6:] in _BY_NAME:
             return _BY_NAME[name[6:]]
         raise _unsupported(obj)
-    name = _numpy_name(obj)
-    if name is not None and name in _BY_NAME:
-        return _BY_NAME[name]
+    np_name = _numpy_name(obj)
+    if np_name is not None and np_name in _BY_NAME:
+        return _BY_NAME[np_name]
     raise _unsupported(obj)
 
 

@@ -21,7 +21,7 @@ import contextlib
 import operator
 import sys
 import warnings
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, TypeVar
 
 from nccl import _nccl
 from nccl import bindings as _b
@@ -54,6 +54,8 @@ class CPUDevice:
 
     def __hash__(self) -> int:
         return hash(CPUDevice)
+
+_R = TypeVar("_R", bound=CommResource)
 
 
 def _cfg_ptr(config: NCCLConfig | None) -> int:
@@ -117,6 +119,7 @@ class Communicator(_nccl._CommunicatorBase):
         import nccl.run
 
         env = nccl.run.environment()
+        assert env.unique_id is not None  # always there when environment() exchanges it
         return cls.init(env.nranks, env.rank, UniqueId.from_bytes(env.unique_id), config)
 
     @classmethod
@@ -409,7 +412,7 @@ class Communicator(_nccl._CommunicatorBase):
 
     # -------------------------------------------------------- resources
 
-    def _track(self, res: CommResource) -> CommResource:
+    def _track(self, res: _R) -> _R:
         self._resources.append(res)
         return res
 
@@ -452,7 +455,7 @@ class Communicator(_nccl._CommunicatorBase):
         dt = NcclDataType(datatype) if datatype is not None else None
         if isinstance(scalar, (int, float)) and not isinstance(scalar, bool):
             arr = np.array([scalar], dtype=dt.numpy_dtype if dt is not None else None)
-            dt = dt if dt is not None else NcclDataType(arr.dtype)
+            dt = dt if dt is not None else NcclDataType.from_numpy_dtype(arr.dtype)
             op = CustomRedOp(self.ptr, arr.ctypes.data, dt, _b.ScalarResidence.HostImmediate)
             op._scalar_array = arr
             return self._track(op)
@@ -461,9 +464,9 @@ class Communicator(_nccl._CommunicatorBase):
                 raise NcclInvalid(f"NumPy array must contain exactly 1 element for scalar, got "
                                   f"{scalar.size} elements")
             arr = np.ascontiguousarray(scalar.reshape(1))
-            if dt is not None and NcclDataType(arr.dtype) != dt:
+            if dt is not None and NcclDataType.from_numpy_dtype(arr.dtype) != dt:
                 arr = arr.astype(dt.numpy_dtype)
-            dt = dt if dt is not None else NcclDataType(arr.dtype)
+            dt = dt if dt is not None else NcclDataType.from_numpy_dtype(arr.dtype)
             op = CustomRedOp(self.ptr, arr.ctypes.data, dt, _b.ScalarResidence.HostImmediate)
             op._scalar_array = arr
             return self._track(op)

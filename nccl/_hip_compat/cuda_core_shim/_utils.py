@@ -32,7 +32,8 @@ class StridedMemoryView:
     def __init__(self, obj: Any = None, stream_ptr: int | None = None):
         self.exporting_obj = obj
         if obj is None:
-            self.ptr, self.shape, self.strides, self._nccl_dtype = 0, (), None, None
+            self.ptr, self.strides, self._nccl_dtype = 0, None, None
+            self.shape: tuple[int, ...] = ()
             self._dtype, self.device_id, self.is_device_accessible = None, -1, False
             self.readonly = False
             return
