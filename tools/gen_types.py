@@ -382,55 +382,96 @@ def _rccl_only() -> set[str]:
     return {e.name for e in gen_api.parse_table() if e.since == "rccl"}
 
 
-def docstring(c: Coll, rules: dict[str, str], rccl_only: set[str]) -> str:
+def _para(text: str, indent: str = "", hang: str = "") -> list[str]:
     import textwrap
 
-    def para(text: str, indent: str = "", hang: str = "") -> list[str]:
-        return textwrap.wrap(text, 79, initial_indent=indent, subsequent_indent=hang or indent)
+    return textwrap.wrap(text, 79, initial_indent=indent, subsequent_indent=hang or indent)
 
+
+def _raises_para(text: str) -> list[str]:
+    return _para(text, "    ", "        ")
+
+
+# The causes every call shares; a method's own causes follow on their own lines.
+INVALID = ("NcclInvalid: a buffer not contiguous in row-major order, read-only where written, "
+           "of another dtype, too small, or in memory the communicator does not work on; "
+           "send and receive buffers that overlap without being the in-place form; a null "
+           "communicator, one in use by another thread, or the parent's in a fork() child.")
+TYPEERR = ("TypeError: an argument missing, unknown or given twice; a buffer that is not an "
+           "array; a stream of no known kind.")
+NCCLERR = "NCCLError: the library's error, with its message."
+
+
+def doc_pieces(c: Coll, rules: dict[str, str], rccl_only: set[str]) -> list[str | list[str]]:
+    """A method's docstring as lines of its own (lists) and the names of the
+    paragraphs it shares with others (strings: an argument's role, a rule,
+    RAISES)."""
     roles = {a.role for a in c.args}
-    out = [text_signature(c), "--", ""] + para(c.summary) + ["", "Arguments:"]
-    for a in c.args:
-        out += para(f"{a.keyword}: {a.doc}.", "    ", "        ")
-    out += [""] + para("Buffers: " + rules[c.rule]) + ["", "Raises:"]
-    invalid = ["a buffer not contiguous in row-major order, read-only where written, of "
-               "another dtype, too small, or in memory the communicator does not work on",
-               "send and receive buffers that overlap without being the in-place form"]
+    pieces: list[str | list[str]] = [[text_signature(c), "--", ""] + _para(c.summary)
+                                     + ["", "Arguments:"]]
+    pieces += [a.role for a in c.args]
+    pieces += [c.rule, "RAISES"]
+    own = []
     if roles & {"A_ROOT", "A_ROOT_ANY", "A_PEER"}:
-        invalid.append(f"a {'peer' if 'A_PEER' in roles else 'root'} out of range")
+        own.append(f"NcclInvalid: a {'peer' if 'A_PEER' in roles else 'root'} out of range.")
     if "A_SCOUNTS" in roles:
-        invalid.append("counts and displacements that are not one int per rank or exceed "
-                       "their buffer")
-    invalid.append("a null communicator, one in use by another thread, or the parent's "
-                   "in a fork() child")
+        own.append("NcclInvalid: counts and displacements that are not one int per rank or "
+                   "exceed their buffer.")
     ints = [a.keyword for a in c.args if a.role in ("A_OP", "A_ROOT", "A_ROOT_ANY", "A_PEER")]
-    typeerr = "an argument missing, unknown or given twice; a buffer that is not an array"
     if ints:
-        typeerr += f"; {' or '.join(ints)} not an integer"
-    out += para(f"NcclInvalid: {'; '.join(invalid)}.", "    ", "        ")
-    out += para(f"TypeError: {typeerr}; a stream of no known kind.", "    ", "        ")
-    out += para("NCCLError: the library's error, with its message.", "    ", "        ")
+        own.append(f"TypeError: {' or '.join(ints)} not an integer.")
     if c.fn in rccl_only:
-        out += para(f"FunctionNotFoundError: the library has no {c.fn} (NCCL).", "    ",
-                    "        ")
-    out += ["", "Example (every rank of comm runs it):"]
-    out += ["    " + line for line in c.example.splitlines()]
-    return "\n".join(out)
+        own.append(f"FunctionNotFoundError: the library has no {c.fn} (NCCL).")
+    lines = [line for text in own for line in _raises_para(text)]
+    pieces.append(lines + ["", "Example (every rank of comm runs it):"]
+                  + ["    " + line for line in c.example.splitlines()])
+    return pieces
 
 
-def _c_literal(text: str) -> str:
-    body = text.replace("\\", "\\\\").replace('"', '\\"')
-    lines = body.split("\n")
-    return " \\\n".join(f'    "{line}\\n"' if i < len(lines) - 1 else f'    "{line}"'
-                        for i, line in enumerate(lines))
+def shared_doc_parts(colls: list[Coll], rules: dict[str, str]) -> dict[str, list[str]]:
+    """The paragraphs several docstrings share, by name."""
+    parts = {}
+    for c in colls:
+        for a in c.args:
+            parts[a.role] = _para(f"{a.keyword}: {a.doc}.", "    ", "        ")
+    for rule, text in rules.items():
+        parts[rule] = [""] + _para("Buffers: " + text)
+    parts["RAISES"] = ["", "Raises:"] + [line for t in (INVALID, TYPEERR, NCCLERR) for line in _raises_para(t)]
+    return parts
+
+
+def docstring(c: Coll, rules: dict[str, str], rccl_only: set[str]) -> str:
+    parts = shared_doc_parts([c], rules)
+    return "\n".join(line for p in doc_pieces(c, rules, rccl_only)
+                     for line in (parts[p] if isinstance(p, str) else p))
+
+
+def _c_lines(lines: list[str]) -> list[str]:
+    """C string literals of lines, each ending in a newline."""
+    return ['    "' + line.replace("\\", "\\\\").replace('"', '\\"') + '\\n"'
+            for line in lines]
 
 
 def gen_coll_docs(colls: list[Coll], rules: dict[str, str], rccl_only: set[str]) -> str:
     out = ["/* Generated by tools/gen_types.py from src/collectives.def.  Do not edit. */",
-           "/* The docstrings (with text signatures) of Communicator's calls: N4P_DOC_<method>. */",
+           "/* The docstrings (with text signatures) of Communicator's calls: N4P_DOC_<method>,",
+           " * made of each method's own lines and the paragraphs N4P_DOCPART_<name> they share. */",
            "#ifndef NCCL4PY_COLL_DOCS_H", "#define NCCL4PY_COLL_DOCS_H", ""]
+    for name, lines in shared_doc_parts(colls, rules).items():
+        out += [f"#define N4P_DOCPART_{name} \\", " \\\n".join(_c_lines(lines)), ""]
     for c in colls:
-        out += [f"#define N4P_DOC_{c.method} \\", _c_literal(docstring(c, rules, rccl_only)), ""]
+        body: list[str] = []
+        shared = False  # the last line names shared paragraphs (one line holds several)
+        for p in doc_pieces(c, rules, rccl_only):
+            if isinstance(p, list):
+                body += _c_lines(p)
+            elif shared and len(body[-1]) + len(p) < 85:
+                body[-1] += f" N4P_DOCPART_{p}"
+            else:
+                body.append(f"    N4P_DOCPART_{p}")
+            shared = isinstance(p, str)
+        body[-1] = body[-1][:-3] + '"'  # no newline after the last line
+        out += [f"#define N4P_DOC_{c.method} \\", " \\\n".join(body), ""]
     out += ["#endif /* NCCL4PY_COLL_DOCS_H */", ""]
     return "\n".join(out)
 
