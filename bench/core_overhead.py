@@ -18,6 +18,10 @@ Measures, in one invocation:
         a ``Comm`` object, the only form it accepts);
       - a ctypes wrapper in the style of vLLM's pynccl (bench/_ctypes_pynccl.py);
       - an empty Python function with 7 arguments (the interpreter's floor);
+      - the same ``comm.allreduce(numpy)`` with the flight recorder off
+        (``NCCL4PY_TRACE_BUFFER=0``) and with the watchdog on
+        (``NCCL4PY_WATCHDOG_TIMEOUT=600``), each in a process of its own: the
+        recorder's cost per call is the difference (goal: at most 50 ns);
   * the time of ``import nccl.core`` (and ``import nccl.bindings``) in a fresh
     interpreter, ours against upstream's;
 
@@ -213,6 +217,14 @@ def ours_env() -> dict:
 
 # ------------------------------------------------------------------ children
 
+# Flight recorder settings compared with the default run (recorder on, 2000
+# entries, no watchdog): the same comm.allreduce(numpy) in processes of their own.
+TRACE_VARIANTS = {
+    "trace_off": {"NCCL4PY_TRACE_BUFFER": "0"},
+    "watchdog": {"NCCL4PY_WATCHDOG_TIMEOUT": "600"},
+}
+
+
 def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
     """A long-lived timing process: answers `name calls` with ns/call."""
     import ctypes
@@ -331,6 +343,9 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
 
             benches["hl_upstream"] = hl_upstream
 
+    variant = os.environ.get("NCCL4PY_BENCH_VARIANT")
+    if variant:  # a flight-recorder setting: only the high-level call, named for it
+        benches = {f"hl_numpy_{variant}": benches["hl_numpy"]}
     for name, fn in benches.items():  # warm-up, and each call reaches the library once
         before = counter()
         fn(5000)
@@ -455,6 +470,10 @@ def main() -> int:
         pin = ["--cpu", str(ns.cpu)]
         children = [Child([sys.executable, script, "--child", "ours", "--lib", str(lib), *pin],
                           env, d)]
+        # the flight recorder off, and on with the watchdog (the default: on, no watchdog)
+        for variant, extra in TRACE_VARIANTS.items():
+            children.append(Child([sys.executable, script, "--child", "ours", "--lib", str(lib),
+                                   *pin], {**env, **extra, "NCCL4PY_BENCH_VARIANT": variant}, d))
         if updir is not None:
             pre, uenv = upstream_cmd_env(updir, npdir, lib)
             try:
@@ -490,6 +509,10 @@ def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict
     torch_note = notes.get("torch", "")
     hl_up_note = notes.get("hl_upstream") or up_missing or ""
     val("hl_numpy", "ours  comm.allreduce(numpy f32[8])", "ns/call", "")
+    val("hl_numpy_trace_off", "ours  comm.allreduce(numpy f32[8]), NCCL4PY_TRACE_BUFFER=0",
+        "ns/call", "")
+    val("hl_numpy_watchdog", "ours  comm.allreduce(numpy f32[8]), NCCL4PY_WATCHDOG_TIMEOUT=600",
+        "ns/call", "")
     val("hl_torch", "ours  comm.allreduce(torch f32[8])", "ns/call", torch_note)
     val("ll_ours", "ours  nccl.bindings.all_reduce(ints)", "ns/call", "")
     val("ll_ours_comm", "ours  nccl.bindings.all_reduce(ints, comm=Comm)", "ns/call", "")
@@ -521,6 +544,18 @@ def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict
         rows.append((label, f"{r:.2f}", "x", f"<= {goal:g}" if goal else "", verdict))
 
     pc = per_call.get
+
+    def diff(label: str, a: float | None, b: float | None, goal: float) -> None:
+        if a is None or b is None:
+            rows.append((label, "-", "ns/call", f"<= {goal:g}", "n/a (not measured)"))
+            return
+        rows.append((label, f"{a - b:.1f}", "ns/call", f"<= {goal:g}",
+                     "met" if a - b <= goal else "NOT met"))
+
+    diff("flight recorder: default - NCCL4PY_TRACE_BUFFER=0", pc("hl_numpy"),
+         pc("hl_numpy_trace_off"), 50)
+    diff("watchdog on - NCCL4PY_TRACE_BUFFER=0", pc("hl_numpy_watchdog"),
+         pc("hl_numpy_trace_off"), 50)
     ratio("high/low: comm.allreduce(numpy) / bindings.all_reduce", pc("hl_numpy"), pc("ll_ours"), 3)
     ratio("high/low: comm.allreduce(torch) / bindings.all_reduce", pc("hl_torch"), pc("ll_ours"), 3)
     ratio("low-level ours / upstream", pc("ll_ours"), pc("ll_upstream"), 0.6)

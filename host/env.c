@@ -35,17 +35,23 @@ typedef struct {
     double dflt;     /* value when unset or empty */
     size_t offset;   /* of the field in n4p_settings: double (SECONDS), size_t (BYTES) */
     const char *zero; /* what 0 means, or NULL */
+    const char *help; /* what it sets, for the parameter API (params.c) */
 } env_var;
 
 #define ONE_YEAR 31536000.0
 #define FIELD(f) offsetof(n4p_settings, f)
 
 static const env_var vars[] = {
-    {"NCCL4PY_HOST_TIMEOUT", SECONDS, 0, ONE_YEAR, 300, FIELD(timeout), "no timeout"},
+    {"NCCL4PY_HOST_TIMEOUT", SECONDS, 0, ONE_YEAR, 300, FIELD(timeout), "no timeout",
+     "Seconds without progress before a wait fails with ncclTimeout"},
     {"NCCL4PY_HOST_WAIT_REPORT", SECONDS, 0, ONE_YEAR, 10, FIELD(wait_report),
-     "never report"},
-    {"NCCL4PY_HOST_SLOT_BYTES", BYTES, N4P_MIN_SLOT, N4P_MAX_BUF, 0, FIELD(slot_bytes), NULL},
-    {"NCCL4PY_HOST_RING_BYTES", BYTES, N4P_MIN_RING, N4P_MAX_BUF, 0, FIELD(ring_bytes), NULL},
+     "never report", "Seconds a call waits before a line on stderr names the ranks it waits for"},
+    {"NCCL4PY_HOST_SLOT_BYTES", BYTES, N4P_MIN_SLOT, N4P_MAX_BUF, 0, FIELD(slot_bytes), NULL,
+     "Size of a collective staging slot; 0 (the default): 16 MiB/(nranks+1), within "
+     "64 KiB..512 KiB"},
+    {"NCCL4PY_HOST_RING_BYTES", BYTES, N4P_MIN_RING, N4P_MAX_BUF, 0, FIELD(ring_bytes), NULL,
+     "Capacity of each point-to-point ring; 0 (the default): 32 MiB/nranks^2, within "
+     "64 KiB..1 MiB"},
 };
 
 static const char *skip_space(const char *s)
@@ -96,27 +102,44 @@ static bool parse_bytes(const char *s, double *out)
     return true;
 }
 
-static ncclResult_t load_one(const env_var *v, n4p_settings *s)
+/* The accepted values of `v`, in words. */
+static void describe(const env_var *v, char *buf, size_t len)
+{
+    char zero[64] = "";
+    if (v->zero != NULL)
+        snprintf(zero, sizeof zero, "; 0 means %s", v->zero);
+    snprintf(buf, len, "%s from %.15g to %.15g%s%s",
+             v->type == SECONDS ? "a number of seconds" : "a whole number of bytes", v->min,
+             v->max, v->type == BYTES ? ", with an optional K, M or G suffix" : "", zero);
+}
+
+/* The value of `v`: its default when unset or empty (*from_env false). */
+static ncclResult_t read_one(const env_var *v, double *val, bool *from_env)
 {
     const char *text = getenv(v->name);
-    double val = v->dflt;
-    if (text != NULL && *skip_space(text) != '\0') {
-        bool ok = v->type == SECONDS ? parse_seconds(text, &val) : parse_bytes(text, &val);
-        if (!ok || val < v->min || val > v->max) {
-            char zero[64] = "";
-            if (v->zero != NULL)
-                snprintf(zero, sizeof zero, "; 0 means %s", v->zero);
-            return n4p_fail(NULL, ncclInvalidArgument,
-                            "%s=%.64s is not valid: expected %s from %.15g to %.15g%s%s "
-                            "(unset or empty for the default)",
-                            v->name, text,
-                            v->type == SECONDS ? "a number of seconds"
-                                               : "a whole number of bytes",
-                            v->min, v->max,
-                            v->type == BYTES ? ", with an optional K, M or G suffix" : "",
-                            zero);
-        }
+    *val = v->dflt;
+    *from_env = false;
+    if (text == NULL || *skip_space(text) == '\0')
+        return ncclSuccess;
+    bool ok = v->type == SECONDS ? parse_seconds(text, val) : parse_bytes(text, val);
+    if (!ok || *val < v->min || *val > v->max) {
+        char accepted[N4P_ENV_DESCLEN];
+        describe(v, accepted, sizeof accepted);
+        return n4p_fail(NULL, ncclInvalidArgument,
+                        "%s=%.64s is not valid: expected %s (unset or empty for the default)",
+                        v->name, text, accepted);
     }
+    *from_env = true;
+    return ncclSuccess;
+}
+
+static ncclResult_t load_one(const env_var *v, n4p_settings *s)
+{
+    double val;
+    bool from_env;
+    ncclResult_t rc = read_one(v, &val, &from_env);
+    if (rc != ncclSuccess)
+        return rc;
     char *field = (char *)s + v->offset;
     if (v->type == SECONDS)
         memcpy(field, &val, sizeof val);
@@ -137,6 +160,28 @@ ncclResult_t n4p_settings_load(n4p_settings *s)
     }
     s->debug = n4p_debug_level();
     return ncclSuccess;
+}
+
+/* ------------------------------------------------- the parameter API -- */
+
+size_t n4p_env_count(void)
+{
+    return sizeof vars / sizeof vars[0];
+}
+
+void n4p_env_describe(size_t i, n4p_env_param *p)
+{
+    const env_var *v = &vars[i];
+    p->name = v->name;
+    p->help = v->help;
+    p->bytes = v->type == BYTES;
+    p->dflt = v->dflt;
+    describe(v, p->accepted, sizeof p->accepted);
+}
+
+ncclResult_t n4p_env_read(size_t i, double *val, bool *from_env)
+{
+    return read_one(&vars[i], val, from_env);
 }
 
 /* ---------------------------------------------------------- NCCL_DEBUG -- */

@@ -214,6 +214,11 @@ struct ncclComm {
     double spin, spin_max; /* seconds a wait spins before it yields (sync.c) */
     bool spin_ready;
     const char *cur_op; /* name of the running operation, for messages */
+    /* what the current wait is for, published every CHECK_PERIOD for
+     * nccl4pyHostWaitState (a seqlock: wait_gen is odd while it changes) */
+    _Atomic unsigned wait_gen;
+    _Atomic double wait_start, wait_stamp; /* n4p_now(); wait_stamp 0: not waiting */
+    char wait_ranks[160];
     const void **srcs;  /* nranks source pointers for the reduce kernels */
     char errmsg[N4P_ERRLEN];
     pthread_mutex_t lock; /* guards regs and ops */
@@ -276,6 +281,18 @@ typedef struct {
 /* env.c */
 ncclResult_t n4p_settings_load(n4p_settings *s);
 int n4p_debug_level(void);
+/* The variables of the table, for the parameter API (params.c). */
+#define N4P_ENV_DESCLEN 160
+typedef struct {
+    const char *name;
+    const char *help;
+    bool bytes;  /* a whole number of bytes (else seconds, a double) */
+    double dflt; /* the value when unset or empty */
+    char accepted[N4P_ENV_DESCLEN];
+} n4p_env_param;
+size_t n4p_env_count(void);
+void n4p_env_describe(size_t i, n4p_env_param *p);
+ncclResult_t n4p_env_read(size_t i, double *val, bool *from_env);
 
 /* log.c */
 void n4p_say(const char *fmt, ...) N4P_PRINTF(1, 2);

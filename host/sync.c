@@ -320,6 +320,46 @@ static void report_wait(ncclComm_t comm, const n4p_waitfor *w, double after)
             comm->cur_op ? comm->cur_op : "an operation", seq, (void *)comm);
 }
 
+/* Publish what this wait is for (see nccl4pyHostWaitState). */
+static void publish_wait(ncclComm_t comm, const n4p_waitfor *w, double start, double now)
+{
+    atomic_fetch_add_explicit(&comm->wait_gen, 1, memory_order_acq_rel);
+    (void)missing_ranks(comm, w, comm->wait_ranks, sizeof comm->wait_ranks);
+    atomic_store_explicit(&comm->wait_start, start, memory_order_relaxed);
+    atomic_store_explicit(&comm->wait_stamp, now, memory_order_relaxed);
+    atomic_fetch_add_explicit(&comm->wait_gen, 1, memory_order_release);
+}
+
+/* For a watchdog on another thread: 1 when a thread of comm has been waiting
+ * in the library within the last second (*waited: for how long so far;
+ * ranks: whom it waits for, as "2,3"), else 0.  comm must stay valid during
+ * the call. */
+N4P_EXPORT int nccl4pyHostWaitState(ncclComm_t comm, double *waited, char *ranks, size_t size);
+N4P_EXPORT int nccl4pyHostWaitState(ncclComm_t comm, double *waited, char *ranks, size_t size)
+{
+    if (comm == NULL || comm->magic != N4P_COMM_MAGIC || size == 0)
+        return 0;
+    for (int tries = 0; tries < 100; tries++) {
+        unsigned g = atomic_load_explicit(&comm->wait_gen, memory_order_acquire);
+        if (g & 1u) {
+            sched_yield();
+            continue;
+        }
+        double start = atomic_load_explicit(&comm->wait_start, memory_order_relaxed);
+        double stamp = atomic_load_explicit(&comm->wait_stamp, memory_order_relaxed);
+        snprintf(ranks, size, "%.*s", (int)sizeof comm->wait_ranks - 1, comm->wait_ranks);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&comm->wait_gen, memory_order_relaxed) != g)
+            continue;
+        double now = n4p_now();
+        if (stamp <= 0 || now - stamp > 1.0 || atomic_load(&comm->busy) == 0)
+            return 0;
+        *waited = now - start;
+        return 1;
+    }
+    return 0;
+}
+
 static ncclResult_t wait_timed_out(ncclComm_t comm, const n4p_waitfor *w)
 {
     char list[200];
@@ -385,6 +425,7 @@ ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w)
                 if (rc != ncclSuccess)
                     return w->done(w->ctx) ? ncclSuccess : wait_failed(comm, rc);
             }
+            publish_wait(comm, w, start, now);
             if (report_after > 0 && now - start >= report_after) {
                 report_wait(comm, w, report_after);
                 report_after *= 3;

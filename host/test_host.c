@@ -37,6 +37,7 @@
 #include "nccl_api.h"
 #include "gen/api_table.h"
 #include "internal.h" /* the segment header, to recognise our segments and forge bad ones */
+#include "api_232.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SLOWDOWN 5
@@ -1415,6 +1416,37 @@ static void header(const char *name, int n)
     fflush(stdout);
 }
 
+/* The NCCL 2.32 functions from C: a team returned by value, a config
+ * collective, a refused config, a parameter read through its handle. */
+static void t_api_232(ncclComm_t comm, int rank, int n, void *arg)
+{
+    (void)arg;
+    ncclTeam_t world = ncclTeamWorld(comm), rail = ncclTeamRail(comm);
+    CHECK(world.nRanks == n && world.rank == rank && world.stride == 1, "world team");
+    CHECK(rail.nRanks == 1 && rail.rank == 0 && rail.stride == n, "rail team");
+    for (int i = 0; i < n; i++)
+        CHECK(ncclTeamRankToLsa(comm, ncclTeamLsa(comm), i) == i, "lsa rank %d", i);
+    CHECK(ncclTeamRankToWorld(comm, rail, 0) == rank, "rail to world");
+    CHECK(ncclTeamRankToWorld(comm, world, n) == -1, "outside the team");
+    ncclCollConfig_t cfg = NCCL_COLLCONFIG_INITIALIZER;
+    double x = rank + 1, y = 0;
+    OK(ncclAllReduceConfig(&x, &y, 1, ncclFloat64, ncclSum, comm, NULL, &cfg));
+    CHECK(y == n * (n + 1) / 2.0, "allreduce config %g", y);
+    cfg.size = 8;
+    y = -1;
+    CHECK(ncclAllReduceConfig(&x, &y, 1, ncclFloat64, ncclSum, comm, NULL, &cfg) ==
+              ncclInvalidArgument && y == -1, "config too short for its magic");
+    OK(ncclAllReduceConfig(&x, &y, 1, ncclFloat64, ncclSum, comm, NULL, NULL));
+    CHECK(y == n * (n + 1) / 2.0, "allreduce without config %g", y);
+    ncclParamHandle_t h = NULL;
+    uint64_t slot = 1;
+    OK(ncclParamBind(&h, "NCCL4PY_HOST_SLOT_BYTES"));
+    OK(ncclParamGetU64(h, &slot));
+    CHECK(slot == 8192, "slot bytes parameter %llu", (unsigned long long)slot);
+    int32_t i32 = 0;
+    CHECK(ncclParamGetI32(h, &i32) == ncclInvalidArgument, "typed getter of another type");
+}
+
 int main(int argc, char **argv)
 {
     alarm(8 * RANK_ALARM);
@@ -1479,6 +1511,14 @@ int main(int argc, char **argv)
         run_ranks("mismatch", 2, t_mismatch, NULL, false);
         header("mismatch_root", 2);
         run_ranks("mismatch_root", 2, t_mismatch_root, NULL, false);
+    }
+    if (selected(argc, argv, "api_232")) {
+        setenv("NCCL4PY_HOST_SLOT_BYTES", "8192", 1);
+        for (int n = 1; n <= 4; n += 3) {
+            header("api_232", n);
+            run_ranks("api_232", n, t_api_232, NULL, false);
+        }
+        unsetenv("NCCL4PY_HOST_SLOT_BYTES");
     }
     if (selected(argc, argv, "abort_thread")) {
         header("abort_thread", 2);

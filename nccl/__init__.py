@@ -1,14 +1,18 @@
 """nccl4py: Python bindings for NCCL (NVIDIA) and RCCL (AMD) with a C core.
 
 ``nccl.bindings`` is the low-level API (every C function, ints and pointers).
-Importing this package loads no library; the first call does.
+``nccl.core`` is the Pythonic API.  ``nccl.get_version()`` returns the
+versions of nccl4py, of its bindings and of the library in use (see
+``nccl._diagnostics``).  Importing this package loads no library; the first
+call does.
 """
 from ._version import __version__
 from ._hip_compat import register as _register_cuda_core_shim
 
 _register_cuda_core_shim()  # ROCm only, when cuda.core is not installed (see nccl._hip_compat)
 
-__all__ = ["__version__", "bindings", "get_version", "show_versions"]
+__all__ = ["__version__", "LibraryInfo", "VersionInfo", "bindings", "get_version",
+           "show_versions"]
 
 
 def __getattr__(name):

@@ -1,6 +1,22 @@
-"""What nccl4py found on this machine: the report of ``python -m nccl``,
-``nccl.show_versions()`` and ``nccl.get_version()``, with the one decoder of
-library version codes.
+"""What nccl4py found on this machine: the versions of nccl4py, of the NCCL API
+it is built for and of the library in use, and the report of ``python -m nccl``.
+
+``get_version()`` (both ``nccl.get_version()`` and ``nccl.core.get_version()``)
+returns one :class:`VersionInfo` that every upstream form of the result can
+read:
+
+* nccl4py 0.5 / 0.6 (``nccl.core``): the dataclass fields ``nccl4py``,
+  ``nccl_bindings`` and ``libnccl`` (``dataclasses.fields``, ``asdict``,
+  ``replace`` and the repr are those of a dataclass with exactly these fields);
+* nccl4py 0.3 top level (``nccl.get_version()``): ``.nccl`` (= ``libnccl``) and
+  ``.nccl_ep`` (always ``None``: nccl4py has no NCCL EP library);
+* nccl4py 0.2 / 0.3 ``nccl.core.get_version()``: ``.nccl_version`` (the loaded
+  library's version) and ``.nccl4py_version``.
+
+Every version is a ``packaging.version.Version`` and a path a
+``pathlib.Path``.  The integer code of the loaded library stays
+``nccl.bindings.get_version()``.  ``show_versions()`` prints the report of
+``python -m nccl``.  Nothing here is imported by ``import nccl``.
 
 The report gives the nccl4py version, Python and platform, the GPUs visible,
 the library decision and why, whether the bundled host backend is present and
@@ -9,27 +25,33 @@ or not tried), the library loaded (path, version, family), the GPU runtime and
 its device count, the API functions the library lacks and the versions of the
 installed interop packages (read from their metadata, never imported).  It
 succeeds, and says so plainly, when no library can be loaded.
-
-``get_version()`` returns upstream nccl4py 0.3's form: ``VersionInfo(nccl4py,
-nccl, nccl_ep)`` whose library fields are :class:`LibraryInfo` (``str()``
-gives ``"2.30.4 @ /path/libnccl.so.2"``).  The integer code of the loaded
-library stays ``nccl.bindings.get_version()``.  Nothing here is imported by
-``import nccl``.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import mmap
 import os
 import platform
+import re
 import sys
 from dataclasses import dataclass
-from typing import IO, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
-from ._version import __version__
+from nccl._version import __version__
 
-__all__ = ["LibraryInfo", "VersionInfo", "get_version", "show_versions", "decode_version",
-           "collect", "render", "main"]
+if TYPE_CHECKING:  # imported where used: python -m nccl needs no packaging
+    from packaging.version import Version
+
+__all__ = ["LibraryInfo", "VersionInfo", "get_version", "show_versions", "show_core_versions",
+           "decode_version", "collect", "render", "main"]
+
+# The banner NCCL builds embed ("NCCL version 2.32.3+cuda13.4") names the CUDA
+# toolkit they were built with; RCCL and the host backend have none.
+_CUDA_BANNER = re.compile(rb"NCCL version [^+\s\x00]+\+cuda(\d+)\.(\d+)")
+
 
 def decode_version(code: int) -> str:
     """``23004`` → ``"2.30.4"`` (and NCCL's pre-2.9 encoding, ``2708`` → ``"2.7.8"``)."""
@@ -38,59 +60,122 @@ def decode_version(code: int) -> str:
     return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
 
 
+def _pkg_version(text: str) -> Version:
+    from packaging.version import Version
+
+    return Version(text)
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_variant(path: Path) -> Version | None:
+    """The CUDA toolkit (``Version("13.4")``) named by the library's banner."""
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            m = _CUDA_BANNER.search(mm)
+            # read the groups while the map is open: they are views of it
+            return None if m is None else _pkg_version(f"{int(m.group(1))}.{int(m.group(2))}")
+    except (OSError, ValueError):  # unreadable, or empty (mmap refuses size 0)
+        return None
+
+
 @dataclass(frozen=True)
 class LibraryInfo:
-    """A loaded library: its version, the CUDA variant of its wheel (``"cu12"``,
-    ``"cu13"``; ``None`` when not from an NVIDIA wheel) and its path."""
+    """The library in use: its version, the CUDA toolkit it was built with
+    (``None`` for RCCL, the host backend and builds without the banner) and
+    its path (``None`` when unknown).  ``str()`` gives
+    ``"2.32.3+cuda13.4 @ /path/libnccl.so.2"``."""
 
-    version: str
-    cuda_variant: str | None
-    path: str | None
+    version: Version
+    cuda_variant: Version | None
+    path: Path | None
 
     def __str__(self) -> str:
-        return f"{self.version} @ {self.path}"
+        out = str(self.version)
+        if self.cuda_variant is not None:
+            out += f"+cuda{self.cuda_variant}"
+        if self.path is not None:
+            out += f" @ {self.path}"
+        return out
 
 
 @dataclass(frozen=True)
 class VersionInfo:
-    """Versions of nccl4py, of the NCCL/RCCL library in use and of NCCL EP
-    (``None`` when that library is not loaded)."""
+    """Versions of nccl4py, of the NCCL API its bindings follow and of the
+    library in use (``libnccl``: ``None`` when no library could be loaded).
 
-    nccl4py: str
-    nccl: LibraryInfo | None
-    nccl_ep: LibraryInfo | None
+    The properties serve code written for older upstream versions (see the
+    module documentation); they are not dataclass fields."""
 
+    nccl4py: Version
+    nccl_bindings: Version
+    libnccl: LibraryInfo | None
 
-def cuda_variant(path: str | None) -> str | None:
-    """``cu12``/``cu13`` when *path* belongs to the nvidia-nccl-cuXX wheel."""
-    if not path:
+    @property
+    def nccl(self) -> LibraryInfo | None:
+        """``libnccl`` under nccl4py 0.3's top-level name."""
+        return self.libnccl
+
+    @property
+    def nccl_ep(self) -> LibraryInfo | None:
+        """Always ``None``: nccl4py provides no NCCL EP library."""
         return None
-    import importlib.metadata as md
 
-    real = os.path.realpath(path)
-    for variant in ("cu13", "cu12"):
-        try:
-            dist = md.distribution(f"nvidia-nccl-{variant}")
-        except md.PackageNotFoundError:
-            continue
-        for f in dist.files or []:
-            if f.name.startswith("libnccl.so") and \
-                    os.path.realpath(str(dist.locate_file(f))) == real:
-                return variant
-    return None
+    @property
+    def nccl4py_version(self) -> Version:
+        """``nccl4py`` under nccl4py 0.2/0.3's ``nccl.core`` name."""
+        return self.nccl4py
+
+    @property
+    def nccl_version(self) -> Version:
+        """The loaded library's version (nccl4py 0.2/0.3's ``nccl.core`` name).
+
+        Those versions raised when no library could be loaded; so does this,
+        with the loader's error."""
+        if self.libnccl is None:
+            err = self.__dict__.get("_load_error")
+            if isinstance(err, BaseException):
+                raise err.with_traceback(None)
+            raise RuntimeError("no NCCL/RCCL library is loaded (libnccl is None)")
+        return self.libnccl.version
+
+
+def _bindings_version() -> Version:
+    from nccl import _nccl
+
+    return _pkg_version(decode_version(int(_nccl.ABI_VERSION)))
 
 
 def get_version() -> VersionInfo:
-    """Versions of nccl4py and of the library in use (loading it if needed).
-
-    Raises ``NotSupportedError`` when no library can be loaded, like every
-    first call into ``nccl.bindings``."""
+    """Versions of nccl4py, of its bindings and of the library in use (loading
+    it if needed).  When no library can be loaded ``libnccl`` is ``None`` and
+    reading ``nccl_version`` raises the loader's error."""
     from nccl import bindings
+    from nccl._errors import NCCLError
 
-    code = int(bindings.get_version())
-    path = bindings.get_library_path()
-    return VersionInfo(__version__, LibraryInfo(decode_version(code), cuda_variant(path), path),
-                       None)
+    libnccl: LibraryInfo | None = None
+    error: BaseException | None = None
+    try:
+        code = int(bindings.get_version())
+        raw = bindings.get_library_path()
+        path = Path(raw) if raw else None
+        libnccl = LibraryInfo(_pkg_version(decode_version(code)),
+                              _cuda_variant(path) if path is not None else None, path)
+    except (ImportError, RuntimeError, NCCLError) as e:  # NotSupportedError is a RuntimeError
+        error = e.with_traceback(None)
+    info = VersionInfo(_pkg_version(__version__), _bindings_version(), libnccl)
+    if error is not None:
+        object.__setattr__(info, "_load_error", error)  # not a field: equality ignores it
+    return info
+
+
+def show_core_versions(file: IO[str] | None = None) -> None:
+    """Print nccl4py 0.6's version block (``nccl.core.show_versions()``)."""
+    v = get_version()
+    title = "NCCL4Py versions"
+    lines = ["", title, "-" * len(title), f"nccl4py  : {v.nccl4py}",
+             f"bindings : {v.nccl_bindings}",
+             f"libnccl  : {v.libnccl if v.libnccl is not None else 'not available'}"]
+    print("\n".join(lines), file=file if file is not None else sys.stdout)
 
 
 # Interop packages reported by version (distribution names; first found wins).
@@ -165,7 +250,7 @@ def gpu_runtime(nccl_mod: Any) -> dict[str, Any]:
 def candidate_list(attempts: list[Any] | None) -> list[dict[str, Any]]:
     """Every candidate once, in order: those the loader tried (``loaded`` or
     ``failed`` with the loader's error) and those it did not reach."""
-    from . import _discovery
+    from nccl import _discovery
 
     out = [{"label": a[0], "path": a[1],
             "status": "loaded" if a[2] is None else "failed", "error": a[2]}
@@ -183,7 +268,7 @@ def candidate_list(attempts: list[Any] | None) -> list[dict[str, Any]]:
 def host_backend(family: str | None, candidates: list[dict[str, Any]]) -> dict[str, Any]:
     """Whether the bundled host backend is present, and whether it is the
     library in use (or, when nothing loaded, the one discovery chose)."""
-    from . import _discovery
+    from nccl import _discovery
 
     path = _discovery.host_backend_path()
     if family is not None:
@@ -194,19 +279,19 @@ def host_backend(family: str | None, candidates: list[dict[str, Any]]) -> dict[s
 
 
 def collect() -> dict[str, Any]:
-    from . import _nccl
+    from nccl import _nccl
 
     rep = _nccl._loader_report()
     version = None
     if rep["path"]:
-        from . import bindings
+        from nccl import bindings
 
         try:
             version = bindings.get_version()
         except Exception as e:  # a library without ncclGetVersion still gets reported
             rep["error"] = f"ncclGetVersion failed: {e}"
     table = _nccl._api_table()
-    from . import _discovery
+    from nccl import _discovery
 
     try:
         ngpus, gpu_reason = _discovery.visible_gpus()

@@ -5,7 +5,8 @@ in a process that has no library loaded.
 """
 from __future__ import annotations
 
-__all__ = ["NCCLError", "NotSupportedError", "FunctionNotFoundError", "NcclInvalid"]
+__all__ = ["NCCLError", "NcclTimeoutError", "NotSupportedError", "FunctionNotFoundError",
+           "NcclInvalid"]
 
 # Used only when the library itself cannot be asked (e.g. after unpickling in
 # a process without it).
@@ -68,6 +69,29 @@ class NCCLError(Exception):
 
     def __reduce__(self):
         return (type(self), (self.status, str(self)))
+
+
+class NcclTimeoutError(NCCLError):
+    """An operation did not complete within the communicator's watchdog
+    timeout (``NCCL4PY_WATCHDOG_TIMEOUT``, ``Communicator.init(...,
+    timeout=...)``), or the library reported an asynchronous error while it
+    was in flight: the watchdog wrote the flight record and aborted the
+    communicator.  Raised by the blocked call and by every later use.
+
+    ``.operation``, ``.seq`` (its number among the communicator's
+    collectives, or among its sends and receives) and ``.waited`` (seconds)
+    say which call; ``.status`` is ``Result.Timeout`` (8) or the async error.
+    """
+
+    def __init__(self, status: int, message: str | None = None, operation: str | None = None,
+                 seq: int | None = None, waited: float | None = None):
+        super().__init__(status, message)
+        self.operation = operation
+        self.seq = seq
+        self.waited = waited
+
+    def __reduce__(self):
+        return (type(self), (self.status, str(self), self.operation, self.seq, self.waited))
 
 
 class NotSupportedError(RuntimeError):

@@ -62,7 +62,10 @@ resolve(PyObject *mod, commobj *self, n4p_job *j, int which, int role)
     if (n4p_buffer_resolve(mod, j->args[j->at[role]], name, which == B_RECV, b) < 0)
         return -1;
     j->resolved |= 1u << which;
-    return check_device(mod, self, b, name);
+    if (check_device(mod, self, b, name) < 0)
+        return -1;
+    n4p_trace_note_buffer(which == B_RECV, b->ptr, b->count, b->dtype);
+    return 0;
 }
 
 static int

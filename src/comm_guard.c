@@ -73,6 +73,8 @@ n4p_comm_reset_cache(commobj *self)
 int
 n4p_comm_check_valid(PyObject *mod, commobj *self, const char *op)
 {
+    if (n4p_trace_check(mod, self->trace, &self->comm, op) < 0)
+        return -1;
     if (self->comm == NULL) {
         n4p_comm_invalid(mod, "Cannot %s: Communicator not initialized", op);
         return -1;
@@ -122,6 +124,7 @@ comm_group_ended(PyObject *o)
 {
     commobj *self = (commobj *)o;
     atomic_fetch_sub(&self->active, 1);
+    n4p_trace_group_ended(NULL, self->trace);
     if (self->deferred_abort != NULL && atomic_load(&self->pending) == 0 &&
         atomic_load(&self->active) == 0) {
         ncclComm_t c = self->deferred_abort;
@@ -219,6 +222,11 @@ n4p_comm_take_handle(commobj *self, PyTypeObject *cls, PyObject *const *args, Py
     ncclComm_t h = self->comm;
     if (h == NULL)
         return PyLong_FromLong(0);
+    if (self->pid == n4p_current_pid && n4p_trace_take(self->trace)) {
+        self->comm = NULL; /* the watchdog aborted it */
+        n4p_comm_reset_cache(self);
+        return PyLong_FromLong(0);
+    }
     if (self->pid != n4p_current_pid) {
         self->comm = NULL;
         n4p_comm_reset_cache(self);

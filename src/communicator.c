@@ -123,8 +123,12 @@ ensure_info(PyObject *mod, commobj *self)
 static int
 get_op(PyObject *o, int *op)
 {
-    if (PyLong_Check(o) || (!PyFloat_Check(o) && PyIndex_Check(o)))
-        return n4p_arg_int(o, "op", op);
+    if (PyLong_Check(o) || (!PyFloat_Check(o) && PyIndex_Check(o))) {
+        if (n4p_arg_int(o, "op", op) < 0)
+            return -1;
+        n4p_trace_note_int("op", *op);
+        return 0;
+    }
     PyErr_Format(PyExc_TypeError, "op must be an NcclRedOp, a CustomRedOp or an int, not %.100s",
                  Py_TYPE(o)->tp_name);
     return -1;
@@ -140,6 +144,7 @@ get_rank(PyObject *mod, commobj *self, PyObject *o, const char *what, int *out)
                          self->nranks);
         return -1;
     }
+    n4p_trace_note_int(what, *out);
     return 0;
 }
 
@@ -172,6 +177,7 @@ parse_call(PyObject *mod, commobj *self, const coll_t *d, n4p_job *j, PyObject *
     if (o != NULL && n4p_stream_resolve(mod, o, &s) < 0)
         return -1;
     c->stream = (cudaStream_t)s;
+    n4p_trace_note_stream(s);
     return 0;
 }
 
@@ -235,7 +241,14 @@ call_method(commobj *self, PyTypeObject *cls, int which, PyObject *const *args,
     memset(j.counts, 0, sizeof j.counts);
     c->counts = d->rule == R_ALLTOALLV ? j.counts : NULL;
     PyObject *res = NULL;
-    if (ensure_info(mod, self) < 0 || parse_call(mod, self, d, &j, args, nargs, kwnames) < 0)
+    n4p_trace_entry *outer = n4p_trace_cur, *te = NULL; /* the flight recorder (trace.h) */
+    if (ensure_info(mod, self) < 0 ||
+        n4p_trace_begin(mod, &self->trace, &self->owner, self->comm, self->rank, self->nranks,
+                        d->name, &te) < 0) {
+        n4p_comm_leave(self);
+        return NULL;
+    }
+    if (parse_call(mod, self, d, &j, args, nargs, kwnames) < 0)
         goto out;
     c->method = d->name;
     c->fn = c->root < 0 ? d->fn_all : d->fn;
@@ -244,6 +257,7 @@ call_method(commobj *self, PyTypeObject *cls, int which, PyObject *const *args,
     if (fn == NULL || n4p_check_buffers(mod, self, &j) < 0)
         goto out;
     ncclResult_t r = run_call(d, c, fn);
+    n4p_trace_note_status(r);
     if (n4p_group_depth() > 0)
         n4p_comm_keep_queued(self, c->stream_obj, j.buf, j.resolved);
     res = n4p_status_none(mod, r);
@@ -253,6 +267,7 @@ out:
             n4p_buffer_release(&j.buf[i]);
     for (int i = 0; i < 4; i++)
         PyMem_Free(j.counts[i]);
+    res = n4p_trace_end(mod, self->trace, te, outer, res, &self->comm);
     n4p_comm_leave(self);
     return res;
 }
@@ -331,6 +346,7 @@ cb_dealloc(commobj *self)
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     tp->tp_clear((PyObject *)self);
+    n4p_trace_free(self->trace);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -348,6 +364,27 @@ cb_clear(commobj *Py_UNUSED(self))
     return 0;
 }
 
+static PyObject *
+cb_trace_setup(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames)
+{
+    PyObject *mod = PyType_GetModule(cls);
+    return mod == NULL ? NULL : n4p_trace_setup(mod, &self->trace, &self->owner, self->comm,
+                                                args, nargs, kwnames);
+}
+
+static PyObject *
+cb_dump_trace(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+              PyObject *kwnames)
+{
+    static const char *const kw[] = {"path", NULL};
+    PyObject *a[1];
+    PyObject *mod = PyType_GetModule(cls);
+    if (mod == NULL || n4p_parse_args(args, nargs, kwnames, "dump_trace", kw, 0, 1, a) < 0)
+        return NULL;
+    return n4p_trace_dump(mod, self->trace, a[0], "request");
+}
+
 static PyMethodDef cb_methods[] = {
 #define N4P_COLL(method, RULE, fn, fn_all, required, positional, roles) \
     {#method, (PyCFunction)(void (*)(void))m_##method, N4P_METH_METHOD, N4P_DOC_##method},
@@ -358,6 +395,14 @@ static PyMethodDef cb_methods[] = {
     {"_set_ptr", (PyCFunction)cb_set_ptr, METH_O,
      "_set_ptr($self, ptr, /)\n--\n\nReplace the handle (made or adopted by this process) and "
      "forget cached info."},
+    {"_trace_setup", (PyCFunction)(void (*)(void))cb_trace_setup, N4P_METH_METHOD,
+     "_trace_setup($self, /, timeout=None, comm_hash=None)\n--\n\n"
+     "Watchdog timeout (seconds, 0: off; None: NCCL4PY_WATCHDOG_TIMEOUT) and hash of the "
+     "communicator for its flight record."},
+    {"dump_trace", (PyCFunction)(void (*)(void))cb_dump_trace, N4P_METH_METHOD,
+     "dump_trace($self, /, path=None)\n--\n\n"
+     "Write this communicator's flight record (JSON) to path, or to "
+     "NCCL4PY_TRACE_DIR/rank<R>.json; returns the path."},
     N4P_COMM_GUARD_METHODDEFS,
     {NULL, NULL, 0, NULL},
 };

@@ -7,6 +7,7 @@
 #define NCCL4PY_COMMUNICATOR_H
 
 #include "bindings.h"
+#include "trace.h"
 
 #include <sys/types.h>
 
@@ -23,6 +24,7 @@ typedef struct {
     atomic_int pending;        /* calls queued in groups that have not ended */
     atomic_int active;         /* calls of groups now ending */
     ncclComm_t deferred_abort; /* aborted while calls were pending */
+    n4p_trace *trace;          /* flight recorder and watchdog (trace.h) */
 } commobj;
 
 /* One library call of a collective or point-to-point method, as the library
@@ -93,8 +95,9 @@ int n4p_comm_busy(PyObject *mod, const char *op, const char *why);
 static inline int
 n4p_comm_enter(PyObject *mod, commobj *self, const char *op)
 {
-    if (self->comm == NULL || self->pid != n4p_current_pid)
-        return n4p_comm_check_valid(mod, self, op);
+    if ((self->comm == NULL || self->pid != n4p_current_pid || self->trace != NULL) &&
+        n4p_comm_check_valid(mod, self, op) < 0)
+        return -1;
     unsigned long me = PyThread_get_thread_ident();
     unsigned long expected = 0;
     if (!atomic_compare_exchange_strong_explicit(&self->owner, &expected, me,

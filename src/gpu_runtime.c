@@ -19,6 +19,7 @@
 #include "bindings.h"
 #include "dlpack.h"
 #include "gpu_runtime.h"
+#include "trace.h"
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -179,6 +180,21 @@ rt_fn(PyObject *mod, int idx)
                          rt_path);
     }
     return p;
+}
+
+/* For the watchdog (trace.h): with mod (the GIL held) load the runtime if
+ * needed, without (any thread) only look; NULL when absent, no exception. */
+void *
+n4p_gpu_fn_quiet(PyObject *mod, int idx)
+{
+    if (!atomic_load_explicit(&rt_loaded, memory_order_acquire)) {
+        if (mod == NULL || rt_load(mod) < 0) {
+            if (mod != NULL)
+                PyErr_Clear();
+            return NULL;
+        }
+    }
+    return rt_fns[idx];
 }
 
 #define RT_FN(mod, id, var)                                                  \

@@ -45,6 +45,7 @@
     X(EVENT_RECORD, int, (void *event, void *stream), hipEventRecord, cudaEventRecord, "", "") \
     X(EVENT_SYNCHRONIZE, int, (void *event), hipEventSynchronize, cudaEventSynchronize, "",    \
       "")                                                                                      \
+    X(EVENT_QUERY, int, (void *event), hipEventQuery, cudaEventQuery, "", "")                  \
     X(EVENT_ELAPSED_TIME, int, (float *ms, void *start, void *stop), hipEventElapsedTime,      \
       cudaEventElapsedTime, "", "")                                                            \
     X(MALLOC, int, (void **ptr, size_t size), hipMalloc, cudaMalloc, "", "")                   \

@@ -5,6 +5,7 @@
  * (see loader.c).
  */
 #include "bindings.h"
+#include "trace.h"
 
 static PyMethodDef module_methods[] = {
     {"check_status", (PyCFunction)n4p_check_status, METH_O,
@@ -26,6 +27,9 @@ static PyMethodDef module_methods[] = {
      "(ptr, count, nccl dtype, DLPack device type, device id, readonly) of a buffer argument.\n"
      "With keep=True inside a group, obj and its export stay alive until the outermost "
      "group end (for a call queued on the returned address)."},
+    {"_trace_dump_all", (PyCFunction)n4p_trace_dump_all, METH_O,
+     "_trace_dump_all(reason) -> n: write every traced communicator's flight record into "
+     "NCCL4PY_TRACE_DIR."},
     {"resolve_stream", (PyCFunction)n4p_py_resolve_stream, METH_O,
      "resolve_stream(obj)\n--\n\nThe stream handle (int) of a stream argument."},
     {NULL, NULL, 0, NULL},

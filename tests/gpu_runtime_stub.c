@@ -6,8 +6,9 @@
  *
  * Behaviour: GPU_STUB_DEVICES devices (default 2; 0 answers hipErrorNoDevice),
  * "device" memory is host memory (so tests can read it), streams and events
- * are small heap objects, copies are synchronous.  gpuStubLastCall() names
- * the last function called, gpuStubCallCount(name) counts calls.
+ * are small heap objects, copies are synchronous, events complete at once
+ * (unless held, see gpuStubHoldEvents).  gpuStubLastCall() names the last
+ * function called, gpuStubCallCount(name) counts calls.
  */
 #define _GNU_SOURCE
 #include "gpu_runtime.h"
@@ -241,6 +242,24 @@ int hipEventSynchronize(void *event)
 {
     RECORD(EVENT_SYNCHRONIZE);
     return event ? 0 : E_INVALID_HANDLE;
+}
+
+/* Events complete at once unless gpuStubHoldEvents(1) holds them: then every
+ * event reads as not ready (600), as GPU work that never finishes would. */
+static int stub_hold_events;
+
+EXPORT void
+gpuStubHoldEvents(int hold)
+{
+    __atomic_store_n(&stub_hold_events, hold, __ATOMIC_SEQ_CST);
+}
+
+int hipEventQuery(void *event)
+{
+    RECORD(EVENT_QUERY);
+    if (event == NULL)
+        return E_INVALID_HANDLE;
+    return __atomic_load_n(&stub_hold_events, __ATOMIC_SEQ_CST) ? 600 : 0;
 }
 
 int hipEventElapsedTime(float *ms, void *start, void *stop)

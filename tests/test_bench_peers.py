@@ -36,3 +36,22 @@ def test_host_alone(tmp_path):
     assert got[("allreduce", 2, 1 << 20)] == 1 << 20
     assert "memcpy 4MB, 2 streams at once" in p.stdout
     assert "1048576" in p.stdout and "%" in p.stdout  # the model column of a 1 MiB row
+
+
+def test_rounds_keep_the_best_time_and_every_wrong_result():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import host_vs_mpi
+    finally:
+        sys.path.pop(0)
+
+    def run(*rows):
+        return {"results": [{"op": "allreduce", "size": s, "time": t, "ok": ok}
+                            for s, t, ok in rows], "all_ranks_ok": True}
+
+    data: dict = {}
+    host_vs_mpi.merge_best(data, "ours", run((8, 2.0, True), (64, 1.0, True)))
+    host_vs_mpi.merge_best(data, "ours", run((8, 1.5, True), (64, 0.5, False)))
+    got = {r["size"]: (r["time"], r["ok"]) for r in data["ours"]["results"]}
+    assert got[8] == (1.5, True)
+    assert got[64][1] is False  # a wrong result in any round is reported

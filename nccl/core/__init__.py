@@ -22,8 +22,8 @@ from .config import NCCLConfig, NCCLDevCommRequirements, WaitSignalDesc
 from .communicator import CPUDevice, Communicator
 from .resources import CustomRedOp, DevCommResource, RegisteredBufferHandle, RegisteredWindowHandle
 from .group import GroupSimInfo, group, group_end, group_simulate_end, group_start
-from .utils import (UniqueId, Version, get_error_string, get_lib_path, get_lib_version,
-                    get_unique_id, get_version)
+from .utils import (LibraryInfo, UniqueId, Version, VersionInfo, __version__, get_error_string,
+                    get_lib_path, get_lib_version, get_unique_id, get_version, show_versions)
 from .memory import HostBuffer, mem_alloc, mem_free
 
 __all__ = [*_typing_all, *_constants_all,
@@ -34,7 +34,8 @@ __all__ = [*_typing_all, *_constants_all,
            "NCCLConfig", "WaitSignalDesc", "NCCLDevCommRequirements", "Communicator", "CPUDevice",
            "RegisteredBufferHandle", "RegisteredWindowHandle", "CustomRedOp", "DevCommResource",
            "group", "group_start", "group_end", "group_simulate_end", "GroupSimInfo",
-           "Version", "get_version", "get_lib_version", "get_lib_path", "UniqueId",
+           "__version__", "LibraryInfo", "VersionInfo", "get_version", "show_versions",
+           "Version", "get_lib_version", "get_lib_path", "UniqueId",
            "get_unique_id", "get_error_string", "mem_alloc", "mem_free", "HostBuffer",
            "cupy", "torch"]
 

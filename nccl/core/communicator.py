@@ -17,8 +17,11 @@ destroy() is aborted on garbage collection with a ResourceWarning.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
+import hashlib
 import operator
+import os
 import sys
 import warnings
 from typing import Any, Iterator, Sequence, TypeVar
@@ -78,6 +81,21 @@ def _uid_bytes(unique_id: Any) -> bytes:
 
 _DESTROY, _ABORT = False, True
 
+_dump_at_exit = False
+
+
+def _trace_hash(*parts: Any) -> str:
+    """The communicator hash of flight records: the same on every rank."""
+    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+
+
+def _register_exit_dump() -> None:
+    """With NCCL4PY_TRACE_DIR set, every rank leaves its records at exit."""
+    global _dump_at_exit
+    if not _dump_at_exit and os.environ.get("NCCL4PY_TRACE_DIR"):
+        _dump_at_exit = True
+        atexit.register(_nccl._trace_dump_all, "exit")
+
 
 class Communicator(_nccl._CommunicatorBase):
     """An NCCL/RCCL communicator.
@@ -102,25 +120,33 @@ class Communicator(_nccl._CommunicatorBase):
         self._children_in_progress: list[Communicator] = []
         self._comm_properties = None
         self._cached_device = None
+        self._trace_key = ""
+        self._trace_timeout: float | None = None
+        self._children_made = 0
 
     # ----------------------------------------------------------- creation
 
     @classmethod
     def init(cls, nranks: int, rank: int, unique_id: Any,
-             config: NCCLConfig | None = None) -> "Communicator":
+             config: NCCLConfig | None = None, timeout: float | None = None) -> "Communicator":
+        """``timeout``: seconds after which the watchdog aborts an operation
+        that has not completed (NcclTimeoutError); None: NCCL4PY_WATCHDOG_TIMEOUT
+        (default 0, off); see docs/debugging-hangs.md."""
         comm = cls()
-        comm.initialize(nranks, rank, unique_id, config)
+        comm.initialize(nranks, rank, unique_id, config, timeout)
         return comm
 
     @classmethod
-    def from_env(cls, config: NCCLConfig | None = None) -> "Communicator":
+    def from_env(cls, config: NCCLConfig | None = None,
+                 timeout: float | None = None) -> "Communicator":
         """A communicator for this process from its launcher: ``python -m
         nccl.run``, torchrun, mpirun or srun (see ``nccl.run.environment``)."""
         import nccl.run
 
         env = nccl.run.environment()
         assert env.unique_id is not None  # always there when environment() exchanges it
-        return cls.init(env.nranks, env.rank, UniqueId.from_bytes(env.unique_id), config)
+        return cls.init(env.nranks, env.rank, UniqueId.from_bytes(env.unique_id), config,
+                        timeout)
 
     @classmethod
     def init_all(cls, devices: int | Sequence[int] | None = None) -> list["Communicator"]:
@@ -149,7 +175,7 @@ class Communicator(_nccl._CommunicatorBase):
         return comm
 
     def initialize(self, nranks: int, rank: int, unique_id: Any,
-                   config: NCCLConfig | None = None) -> None:
+                   config: NCCLConfig | None = None, timeout: float | None = None) -> None:
         """Create the communicator in place (``ncclCommInitRankScalable``)."""
         if self.ptr:
             raise NcclInvalid("Communicator is already initialized")
@@ -162,12 +188,20 @@ class Communicator(_nccl._CommunicatorBase):
         if not ids:
             raise NcclInvalid("unique_id must be a UniqueId or a sequence of UniqueIds")
         blob = bytearray(b"".join(_uid_bytes(u) for u in ids))
+        self._setup_trace(timeout, _trace_hash(bytes(blob)))  # checks the settings first
         self._owns = True
         # inside a group the library fills the handle at the outermost group end
         self._queued(config)
         _b.comm_init_rank_scalable(self._comm_address, nranks, rank, len(ids), blob,
                                    _cfg_ptr(config))
         self._reset()
+
+    def _setup_trace(self, timeout: float | None, key: str) -> None:
+        self._trace_key = key
+        self._trace_timeout = timeout  # children inherit it
+        self._children_made = 0
+        self._trace_setup(timeout, key)
+        _register_exit_dump()
 
     def _reset(self) -> None:
         self._set_ptr(self.ptr)  # forget cached size/rank/device
@@ -188,7 +222,7 @@ class Communicator(_nccl._CommunicatorBase):
             self._release()
 
     def _child(self, operation: str, fill, config: NCCLConfig | None,
-               from_null: bool = False) -> "Communicator":
+               from_null: bool = False, key: tuple = ()) -> "Communicator":
         """A new communicator whose handle the library writes into its slot:
         at once, at the outermost group end (inside a group), or later (a
         non-blocking config).  Until then it must stay alive.  from_null: made
@@ -196,6 +230,9 @@ class Communicator(_nccl._CommunicatorBase):
         newcomm = type(self)()
         newcomm._owns = True
         self._children_in_progress = [c for c in self._children_in_progress if not c.ptr]
+        self._children_made += 1
+        newcomm._setup_trace(self._trace_timeout,
+                             _trace_hash(self._trace_key, operation, self._children_made, *key))
         with contextlib.ExitStack() as stack:
             ptr = 0 if from_null else stack.enter_context(self._using(operation))
             self._queued(newcomm, config)
@@ -213,7 +250,8 @@ class Communicator(_nccl._CommunicatorBase):
         c = -1 if color is None else operator.index(color)
         k = operator.index(key)
         return self._child("split", lambda ptr, out: _b.comm_split(ptr, c, k, out,
-                                                                   _cfg_ptr(config)), config)
+                                                                   _cfg_ptr(config)), config,
+                           key=(c,))
 
     def shrink(self, exclude_ranks: Sequence[int] | None = None, config: NCCLConfig | None = None,
                flag: CommShrinkFlag = CommShrinkFlag.DEFAULT) -> "Communicator":

@@ -1,14 +1,20 @@
-"""``mem_alloc`` / ``mem_free``: memory from ``ncclMemAlloc``.
+"""``mem_alloc`` / ``mem_free`` and ``NcclMemoryResource``: memory from ``ncclMemAlloc``.
 
 On a GPU library the memory is device memory returned as a cuda.core
 ``Buffer``: from cuda.core when it is installed (CUDA), else from nccl's
 cuda.core shim on its C runtime layer (ROCm always; CUDA without cuda.core),
-so neither cuda.core nor hip-python is required.  On the host backend it is
-host memory returned as a :class:`HostBuffer`, usable wherever a buffer is.
+so neither cuda.core nor hip-python is required.  ``NcclMemoryResource`` is
+the cuda.core memory resource behind it (usable wherever cuda.core takes
+one), ``get_memory_resource(device_id)`` this thread's instance for a
+device.  On the host backend ``mem_alloc`` returns host memory as a
+:class:`HostBuffer`, usable wherever a buffer is; ``NcclMemoryResource``
+refuses to be made there (NotImplementedError).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import operator
 import threading
 import weakref
 from typing import Any
@@ -16,7 +22,7 @@ from typing import Any
 from nccl import _nccl
 from nccl import bindings as _b
 
-__all__ = ["mem_alloc", "mem_free", "HostBuffer"]
+__all__ = ["NcclMemoryResource", "get_memory_resource", "mem_alloc", "mem_free", "HostBuffer"]
 
 
 class HostBuffer:
@@ -82,7 +88,17 @@ class HostBuffer:
         return f"<HostBuffer: {self._size} bytes at {self._ptr:#x}>" if self._ptr else "<HostBuffer: freed>"
 
 
-_mr_cache = threading.local()
+# --------------------------------------------------- cuda.core memory resource
+#
+# NcclMemoryResource subclasses the MemoryResource of the cuda.core in use: the
+# real cuda.core, or nccl's shim of it (ROCm; CUDA without cuda.core).  Which
+# one is known only when it is first needed, so the class is made then, once
+# per cuda.core module, and the module attribute is resolved lazily:
+# ``import nccl.core`` imports no cuda.core.
+
+_classes: dict[Any, type] = {}
+_classes_lock = threading.Lock()
+_per_thread = threading.local()
 
 
 def _core():
@@ -91,52 +107,127 @@ def _core():
     return core_module()
 
 
-def _memory_resource(device_id: int):
+def _resource_class() -> type:
     core = _core()
-    cache = getattr(_mr_cache, "by_device", None)
-    if cache is None:
-        cache = _mr_cache.by_device = {}
-    key = (id(core), device_id)
-    if key not in cache:
-        cache[key] = _make_resource(core, device_id)
-    return cache[key]
+    cls = _classes.get(core)
+    if cls is None:
+        with _classes_lock:
+            cls = _classes.get(core)
+            if cls is None:
+                cls = _classes[core] = _make_resource_class(core)
+    return cls
 
 
-def _make_resource(core, device_id: int):
+@contextlib.contextmanager
+def _current_device(core: Any, dev: Any):
+    """Make *dev* current for the block, then restore the previous device."""
+    prev = core.Device()
+    switch = prev.device_id != dev.device_id
+    if switch:
+        dev.set_current()
+    try:
+        yield
+    finally:
+        if switch:
+            prev.set_current()
+
+
+def _device_id(device_id: Any) -> int:
+    if isinstance(device_id, bool):
+        raise TypeError("device_id must be an int, not bool")
+    try:
+        return operator.index(device_id)
+    except TypeError:
+        raise TypeError(f"device_id must be an int, not {type(device_id).__name__}") from None
+
+
+def _make_resource_class(core: Any) -> type:
     Buffer, Device = core.Buffer, core.Device
     MemoryResource: Any = core.MemoryResource
 
     class NcclMemoryResource(MemoryResource):
-        """cuda.core memory resource backed by ncclMemAlloc / ncclMemFree."""
+        """A cuda.core memory resource whose buffers come from ``ncclMemAlloc``
+        on one device (and go back through ``ncclMemFree``).
 
-        def __init__(self, dev: int):
-            self._dev = dev
+        ``NcclMemoryResource(device_id)``; ``allocate(size, stream=None)``
+        returns a cuda.core ``Buffer`` of device memory.  The host backend has
+        no device memory: there the constructor raises NotImplementedError
+        (``nccl.core.mem_alloc`` returns host memory instead)."""
 
-        def allocate(self, size, stream=None):
-            prev = Device()
-            Device(self._dev).set_current()
-            try:
+        def __init__(self, device_id: int) -> None:
+            if _nccl.library_family() == "host":
+                raise NotImplementedError(
+                    "NcclMemoryResource allocates GPU memory with ncclMemAlloc, and the "
+                    "host backend has no GPU memory; nccl.core.mem_alloc() returns host "
+                    "memory (a HostBuffer) on it")
+            self.device = Device(_device_id(device_id))
+
+        def allocate(self, size: int, stream: Any = None) -> Any:
+            """``size`` bytes of device memory from ``ncclMemAlloc`` (made on
+            this resource's device; ``stream`` is not used: the memory is
+            ready when the call returns)."""
+            with _current_device(core, self.device):
                 ptr = _b.mem_alloc(size)
-            finally:
-                prev.set_current()
-            return Buffer.from_handle(ptr=ptr, size=size, mr=self)
+                try:
+                    return Buffer.from_handle(ptr=ptr, size=size, mr=self)
+                except BaseException:
+                    _b.mem_free(ptr)
+                    raise
 
-        def deallocate(self, ptr, size, stream=None):
-            _b.mem_free(int(ptr))
+        def deallocate(self, ptr: Any, size: int, stream: Any = None) -> None:
+            """Give the memory back with ``ncclMemFree``.  ``ncclMemFree`` is not
+            ordered on a stream, so when *stream* is given it is synchronized
+            first: work queued on it that uses the memory completes before the
+            memory goes."""
+            if stream is not None:
+                if not hasattr(stream, "sync"):
+                    stream = core.Stream.from_handle(_nccl.resolve_stream(stream))
+                stream.sync()
+            with _current_device(core, self.device):
+                _b.mem_free(int(ptr))
 
         @property
-        def is_device_accessible(self):
+        def device_id(self) -> int:
+            return self.device.device_id
+
+        @property
+        def is_device_accessible(self) -> bool:
             return True
 
         @property
-        def is_host_accessible(self):
+        def is_host_accessible(self) -> bool:
             return False
 
-        @property
-        def device_id(self):
-            return self._dev
+        def __repr__(self) -> str:
+            return f"<NcclMemoryResource device_id={self.device_id}>"
 
-    return NcclMemoryResource(device_id)
+    NcclMemoryResource.__module__ = __name__
+    NcclMemoryResource.__qualname__ = "NcclMemoryResource"
+    return NcclMemoryResource
+
+
+def get_memory_resource(device_id: int):
+    """This thread's :class:`NcclMemoryResource` for *device_id* (one per
+    device and thread, made on first use)."""
+    cls = _resource_class()
+    cache = getattr(_per_thread, "resources", None)
+    if cache is None:
+        cache = _per_thread.resources = {}
+    key = (cls, _device_id(device_id))
+    mr = cache.get(key)
+    if mr is None:
+        mr = cache[key] = cls(key[1])
+    return mr
+
+
+def __getattr__(name: str):
+    if name == "NcclMemoryResource":
+        return _resource_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "NcclMemoryResource"})
 
 
 def mem_alloc(size: int, device: Any = None):
@@ -150,7 +241,7 @@ def mem_alloc(size: int, device: Any = None):
         dev = device
     else:
         dev = device.device_id
-    return _memory_resource(dev).allocate(size)
+    return get_memory_resource(dev).allocate(size)
 
 
 def mem_free(buf: Any) -> None:

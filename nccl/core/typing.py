@@ -10,10 +10,11 @@ from enum import IntEnum
 from typing import Any, Protocol, Union, runtime_checkable
 
 from nccl import _dtypes
-from nccl._errors import NcclInvalid
+from nccl._errors import NcclInvalid, NcclTimeoutError
 
 __all__ = [
-    "NcclInvalid", "NcclDataType", "NcclRedOp", "NcclGinType", "NcclGinConnectionType",
+    "NcclInvalid", "NcclTimeoutError", "NcclDataType", "NcclRedOp", "NcclGinType",
+    "NcclGinConnectionType",
     "NcclCommMemStat", "SupportsDLPack", "SupportsCAI", "NcclSupportedBuffer", "NcclBufferSpec",
     "NcclScalarSpec", "NcclDeviceSpec", "NcclStreamSpec",
     "SUM", "PROD", "MAX", "MIN", "AVG",

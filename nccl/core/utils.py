@@ -1,56 +1,48 @@
 """Versions, unique ids and error strings."""
 from __future__ import annotations
 
-import functools
 import pathlib
-from typing import Any
+from typing import IO, Any
+
+from packaging.version import Version as _PkgVersion
 
 from nccl import bindings as _b
-from nccl._version import __version__ as _nccl4py_version
+from nccl._diagnostics import (LibraryInfo, VersionInfo, decode_version, get_version,
+                                 show_core_versions)
+from nccl._version import __version__
 
-__all__ = ["Version", "get_version", "get_lib_version", "get_lib_path", "UniqueId",
-           "get_unique_id", "get_error_string"]
-
-
-def _decode(code: int) -> str:
-    from nccl._diagnostics import decode_version  # not at import: it brings the report's imports
-
-    return decode_version(code)
+__all__ = ["LibraryInfo", "VersionInfo", "get_version", "show_versions", "Version",
+           "get_lib_version", "get_lib_path", "UniqueId", "get_unique_id", "get_error_string"]
 
 
-def _pkg_version(text: str) -> Any:
-    try:
-        from packaging.version import Version as _V
-    except ImportError:  # packaging is optional: fall back to the string
-        return text
-    return _V(text)
+def show_versions(file: IO[str] | None = None) -> None:
+    """Print nccl4py's, the bindings' and the loaded library's versions."""
+    show_core_versions(file)
 
 
 class Version:
-    """The library version (``.nccl_version``) and nccl4py's (``.nccl4py_version``)."""
+    """nccl4py 0.2/0.3's version pair: ``Version(code)`` decodes an
+    ``ncclGetVersion`` code into ``.nccl_version`` and carries
+    ``.nccl4py_version`` (both ``packaging.version.Version``).
+    :func:`get_version` returns a :class:`VersionInfo`, which has the same
+    two attributes."""
 
     def __init__(self, nccl_version: int):
-        self._code = int(nccl_version)
-        self.nccl_version = _pkg_version(_decode(self._code))
-        self.nccl4py_version = _pkg_version(_nccl4py_version)
+        self.nccl_version = _PkgVersion(decode_version(int(nccl_version)))
+        self.nccl4py_version = _PkgVersion(__version__)
 
     def __repr__(self) -> str:
-        return (f"nccl4py version: {self.nccl4py_version}\n"
-                f"NCCL library version: {self.nccl_version}")
+        return (f"\nVersions:\n    NCCL4Py version: {self.nccl4py_version}\n"
+                f"    NCCL Library version: {self.nccl_version}\n")
 
 
-@functools.lru_cache(maxsize=1)
-def get_version() -> Version:
-    """Versions of nccl4py and of the loaded library (cached)."""
-    return Version(_b.get_version())
-
-
-def get_lib_version():
-    """The loaded library's version (``packaging.version.Version`` when available)."""
-    return _pkg_version(_decode(_b.get_version()))
+def get_lib_version() -> _PkgVersion:
+    """The loaded library's version (loads it)."""
+    return _PkgVersion(decode_version(_b.get_version()))
 
 
 def get_lib_path() -> pathlib.Path | None:
+    """The loaded library's path (loads it)."""
     p = _b.get_library_path()
     return pathlib.Path(p) if p else None
 

@@ -66,6 +66,7 @@ plan:
   1. build nccl4py in place: $PY setup.py build_ext --inplace (no downloads)
   2. install upstream nccl4py $UPSTREAM_VERSIONS from .whl/, each into a private folder
   3. NCCL4PY_TEST_LIBRARY=<libnccl.so.2 of nvidia-nccl, or librccl.so on ROCm> $PY -m pytest -m gpu tests/gpu (240 s limit)
+     (includes tests/gpu/test_gpu_watchdog.py: the watchdog's events, abort and NcclTimeoutError)
   4. $PY bench/gpu_call_overhead.py --calls 10000 --upstream <folder> ... --out $OUTDIR (150 s limit)
   5. write $OUTDIR/report.md (tests summary + overhead table) and the raw numbers
 PLAN

@@ -1,0 +1,703 @@
+/*
+ * trace.c - the flight recorder: per-communicator ring of calls, the hooks
+ * communicator.c calls, the settings, and the JSON record (see trace.h).
+ *
+ * Threads.  Only the thread inside a call on a communicator writes its ring
+ * (communicator.c lets one thread at a time in); the watchdog thread reads
+ * it, and writes only `state`, `t_start` and `t_end` of entries whose GPU
+ * completion it discovers.  `state` is published last (release), so a
+ * reader that sees a state sees the fields written before it; a record
+ * written while a slot is being reused may show that one entry half-old.
+ */
+#define _GNU_SOURCE
+#include "trace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu_runtime.h"
+
+n4p_trace_settings n4p_tsettings;
+static int settings_loaded;
+static int next_index; /* communicators traced by this process so far (GIL) */
+_Thread_local n4p_trace_entry *n4p_trace_cur;
+
+#define MAX_BUFFER 10000000L
+#define MAX_TIMEOUT (365.0 * 86400.0)
+
+int64_t
+n4p_trace_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Ticks to CLOCK_REALTIME: a first rate measured over 2 ms when the settings
+ * are read, then the rate over the whole time since (more exact as it grows). */
+static int64_t tick0, real0;
+static double rate0 = 1.0; /* nanoseconds per tick */
+
+static void
+calibrate(void)
+{
+    tick0 = n4p_trace_ticks();
+    real0 = n4p_trace_now();
+    struct timespec nap = {0, 2000000};
+    nanosleep(&nap, NULL);
+    int64_t t1 = n4p_trace_ticks(), r1 = n4p_trace_now();
+    if (t1 > tick0)
+        rate0 = (double)(r1 - real0) / (double)(t1 - tick0);
+}
+
+int64_t
+n4p_trace_ticks_ns(int64_t ticks)
+{
+    int64_t t = n4p_trace_ticks(), r = n4p_trace_now();
+    double rate = r - real0 > 1000000000 && t > tick0 ? (double)(r - real0) / (double)(t - tick0)
+                                                       : rate0;
+    return real0 + (int64_t)((double)(ticks - tick0) * rate);
+}
+
+/* ---------------------------------------------------------- settings */
+
+static int
+bad_env(const char *name, const char *text, const char *range)
+{
+    PyErr_Format(PyExc_ValueError, "%s=%.100s is invalid: expected %s", name, text, range);
+    return -1;
+}
+
+static int
+env_long(const char *name, long lo, long hi, long dflt, const char *range, long *out)
+{
+    const char *s = getenv(name);
+    *out = dflt;
+    if (s == NULL || *s == '\0')
+        return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    while (*end == ' ')
+        end++;
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return bad_env(name, s, range);
+    *out = v;
+    return 0;
+}
+
+static int
+env_seconds(const char *name, double *out)
+{
+    const char *s = getenv(name);
+    *out = 0;
+    if (s == NULL || *s == '\0')
+        return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    while (*end == ' ')
+        end++;
+    if (errno != 0 || end == s || *end != '\0' || !(v >= 0) || v > MAX_TIMEOUT)
+        return bad_env(name, s, "seconds, a number from 0 (off) to 31536000");
+    *out = v;
+    return 0;
+}
+
+int
+n4p_trace_settings_load(PyObject *Py_UNUSED(mod))
+{
+    if (settings_loaded)
+        return 0;
+    n4p_trace_settings s = {0};
+    long log = 0;
+    if (env_long("NCCL4PY_TRACE_BUFFER", 0, MAX_BUFFER, 2000,
+                 "an integer from 0 (off) to 10000000 (entries per communicator)", &s.buffer) < 0 ||
+        env_seconds("NCCL4PY_WATCHDOG_TIMEOUT", &s.timeout) < 0 ||
+        env_long("NCCL4PY_TRACE", 0, 1, 0, "0 or 1", &log) < 0)
+        return -1;
+    s.log = (int)log;
+    const char *dir = getenv("NCCL4PY_TRACE_DIR");
+    if (dir != NULL && *dir != '\0') {
+        if (strlen(dir) >= sizeof s.dir)
+            return bad_env("NCCL4PY_TRACE_DIR", dir, "a directory path shorter than 400 bytes");
+        struct stat st;
+        if (stat(dir, &st) == 0 ? !S_ISDIR(st.st_mode) : mkdir(dir, 0777) != 0 && errno != EEXIST)
+            return bad_env("NCCL4PY_TRACE_DIR", dir, "a directory (or a path where one can be "
+                           "created)");
+        strcpy(s.dir, dir);
+    }
+    s.log_file = stderr;
+    const char *file = getenv("NCCL4PY_TRACE_FILE");
+    if (file != NULL && *file != '\0') {
+        FILE *f = fopen(file, "a");
+        if (f == NULL)
+            return bad_env("NCCL4PY_TRACE_FILE", file, "a file that can be opened for appending");
+        setvbuf(f, NULL, _IOLBF, 0);
+        s.log_file = f;
+    }
+    n4p_tsettings = s;
+    settings_loaded = 1;
+    Py_BEGIN_ALLOW_THREADS
+    calibrate();
+    Py_END_ALLOW_THREADS
+    if ((s.dir[0] != '\0' || s.timeout > 0) && n4p_watchdog_start() != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot start the nccl4py watchdog thread");
+        return -1;
+    }
+    return 0;
+}
+
+/* --------------------------------------------------------------- life */
+
+static n4p_trace *
+trace_new(ncclComm_t comm, atomic_ulong *owner)
+{
+    n4p_trace *t = PyMem_RawCalloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->cap = (size_t)n4p_tsettings.buffer;
+    if (t->cap > 0 && (t->ring = PyMem_RawCalloc(t->cap, sizeof *t->ring)) == NULL) {
+        PyMem_RawFree(t);
+        return NULL;
+    }
+    pthread_mutex_init(&t->mu, NULL);
+    atomic_store(&t->comm, comm);
+    t->owner = owner;
+    t->index = next_index++;
+    t->gpu = n4p_library_kind != N4P_LIB_HOST;
+    t->timeout_ns = (int64_t)(n4p_tsettings.timeout * 1e9);
+    t->rank = t->nranks = -1;
+    n4p_watchdog_register(t);
+    return t;
+}
+
+static int
+ensure_trace(PyObject *mod, n4p_trace **slot, ncclComm_t comm, atomic_ulong *owner)
+{
+    if (*slot != NULL)
+        return 0;
+    if (n4p_trace_settings_load(mod) < 0)
+        return -1;
+    /* the library decides how completion is tracked */
+    if (!atomic_load_explicit(&n4p_loaded, memory_order_acquire) && n4p_load(mod) < 0)
+        return -1;
+    if ((*slot = trace_new(comm, owner)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if ((*slot)->gpu && (*slot)->timeout_ns > 0)
+        (void)n4p_gpu_fn_quiet(mod, N4P_GPU_EVENT_RECORD);
+    return 0;
+}
+
+void
+n4p_trace_free(n4p_trace *t)
+{
+    if (t == NULL)
+        return;
+    n4p_watchdog_unregister(t);
+    n4p_gpu_EVENT_DESTROY_fn destroy = t->gpu ? (n4p_gpu_EVENT_DESTROY_fn)n4p_gpu_fn_quiet(
+                                                    NULL, N4P_GPU_EVENT_DESTROY)
+                                              : NULL;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->ring[i].event != NULL && destroy != NULL)
+            (void)destroy(t->ring[i].event);
+    pthread_mutex_destroy(&t->mu);
+    PyMem_RawFree(t->ring);
+    PyMem_RawFree(t);
+}
+
+/* -------------------------------------------------------------- hooks */
+
+int
+n4p_trace_begin(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t comm, int rank,
+                int nranks, const char *op, n4p_trace_entry **out)
+{
+    *out = NULL;
+    n4p_trace *t = *slot;
+    if (t == NULL && ensure_trace(mod, slot, comm, owner) < 0)
+        return -1;
+    t = *slot;
+    if (t->cap == 0)
+        return 0;
+    atomic_store_explicit(&t->comm, comm, memory_order_relaxed);
+    t->rank = rank;
+    t->nranks = nranks;
+    n4p_trace_entry *e = &t->ring[t->n++ % t->cap];
+    e->op = op;
+    e->p2p = op[0] == 's' ? op[1] == 'e' : op[0] == 'r' && op[2] == 'c'; /* send, recv */
+    e->seq = e->p2p ? ++t->p2p_seq : ++t->seq;
+    e->status = -1; /* not in the library (yet) */
+    e->dtype = e->redop = e->root = e->peer = -1;
+    e->count = e->recvcount = (size_t)-1;
+    e->sendbuf = e->recvbuf = NULL;
+    e->stream = NULL;
+    e->group_depth = n4p_group_depth();
+    e->t_enqueue = e->t_start = n4p_trace_ticks();
+    atomic_store_explicit(&e->t_end, 0, memory_order_relaxed);
+    atomic_store_explicit(&e->state, N4P_TS_RUNNING, memory_order_release);
+    n4p_trace_cur = e;
+    *out = e;
+    return 0;
+}
+
+void
+n4p_trace_note_status(ncclResult_t r)
+{
+    n4p_trace_entry *e = n4p_trace_cur;
+    if (e != NULL)
+        e->status = (int)r;
+}
+
+static const char *const dtype_names[] = {
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64",
+    "bfloat16", "float8e4m3", "float8e5m2"};
+static const char *const redop_names[] = {"sum", "prod", "max", "min", "avg"};
+
+static const char *
+name_of(const char *const *names, size_t n, int v, char *buf, size_t size)
+{
+    if (v >= 0 && (size_t)v < n)
+        return names[v];
+    snprintf(buf, size, "%d", v);
+    return buf;
+}
+#define NAME(tbl, v, buf) name_of(tbl, sizeof tbl / sizeof tbl[0], v, buf, sizeof buf)
+
+static void
+log_line(const n4p_trace *t, const n4p_trace_entry *e)
+{
+    char d[16], o[16], extra[64] = "";
+    if (e->root >= 0)
+        snprintf(extra, sizeof extra, " root=%d", e->root);
+    else if (e->peer >= 0)
+        snprintf(extra, sizeof extra, " peer=%d", e->peer);
+    int64_t end = atomic_load(&e->t_end);
+    fprintf(n4p_tsettings.log_file,
+            "nccl4py trace: rank %d/%d %s#%llu %s count=%lld %s%s%s%s %.3f ms %s%s\n", t->rank,
+            t->nranks, e->p2p ? "p2p" : "", (unsigned long long)e->seq, e->op,
+            e->count == (size_t)-1 ? -1LL : (long long)e->count, NAME(dtype_names, e->dtype, d),
+            e->redop >= 0 ? " " : "", e->redop >= 0 ? NAME(redop_names, e->redop, o) : "", extra,
+            end > 0 ? (double)(n4p_trace_ticks_ns(end) - n4p_trace_ticks_ns(e->t_enqueue)) / 1e6
+                    : 0.0,
+            e->status != 0 ? "failed" : e->group_depth > 0 ? "queued in group" : "ok",
+            t->gpu && e->status == 0 && e->group_depth == 0 ? " (enqueued)" : "");
+}
+
+/* GPU: record e's completion event on its stream (the GIL is held). */
+static int
+record_event(n4p_trace_entry *e)
+{
+    n4p_gpu_EVENT_RECORD_fn rec =
+        (n4p_gpu_EVENT_RECORD_fn)n4p_gpu_fn_quiet(NULL, N4P_GPU_EVENT_RECORD);
+    if (rec == NULL)
+        return -1;
+    if (e->event == NULL) {
+        n4p_gpu_EVENT_CREATE_WITH_FLAGS_fn create =
+            (n4p_gpu_EVENT_CREATE_WITH_FLAGS_fn)n4p_gpu_fn_quiet(NULL,
+                                                                 N4P_GPU_EVENT_CREATE_WITH_FLAGS);
+        int rc = -1;
+        if (create != NULL) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = create(&e->event, N4P_GPU_EVENT_DISABLE_TIMING);
+            Py_END_ALLOW_THREADS
+        }
+        if (rc != N4P_GPU_SUCCESS) {
+            e->event = NULL;
+            return -1;
+        }
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = rec(e->event, e->stream);
+    Py_END_ALLOW_THREADS
+    return rc == N4P_GPU_SUCCESS ? 0 : -1;
+}
+
+/* The state of a call that returned successfully, outside a group. */
+static void
+completed(n4p_trace *t, n4p_trace_entry *e, int64_t now)
+{
+    if (!t->gpu) {
+        atomic_store(&e->t_end, now);
+        atomic_store_explicit(&e->state, N4P_TS_DONE, memory_order_release);
+    } else if (t->timeout_ns > 0 && record_event(e) == 0) {
+        atomic_store_explicit(&e->state, N4P_TS_ENQUEUED, memory_order_release);
+    } else {
+        atomic_store(&e->t_end, now);
+        atomic_store_explicit(&e->state, N4P_TS_ISSUED, memory_order_release);
+    }
+}
+
+/* Raise NcclTimeoutError for t (aborted by the watchdog); NULL. */
+static PyObject *
+raise_aborted(n4p_trace *t, const char *when)
+{
+    PyObject *m = PyImport_ImportModule("nccl._errors");
+    PyObject *cls = m ? PyObject_GetAttrString(m, "NcclTimeoutError") : NULL;
+    Py_XDECREF(m);
+    if (cls == NULL)
+        return NULL;
+    pthread_mutex_lock(&t->mu);
+    int status = t->abort_status;
+    char msg[1024];
+    if (status == ncclTimeout)
+        snprintf(msg, sizeof msg,
+                 "%s #%llu did not complete within the watchdog timeout of %.3g s (waited %.1f "
+                 "s%s%s); the watchdog aborted the communicator%s%s%s",
+                 t->abort_op, (unsigned long long)t->abort_seq, (double)t->timeout_ns / 1e9,
+                 t->abort_waited, t->waiting_for[0] ? "; it waited for ranks " : "", t->waiting_for,
+                 when, t->last_path[0] ? "; flight record: " : "", t->last_path);
+    else
+        snprintf(msg, sizeof msg,
+                 "the library reported an asynchronous error (status %d) while %s #%llu was in "
+                 "flight; the watchdog aborted the communicator%s%s%s",
+                 status, t->abort_op, (unsigned long long)t->abort_seq, when,
+                 t->last_path[0] ? "; flight record: " : "", t->last_path);
+    PyObject *exc = PyObject_CallFunction(cls, "issKd", status, msg, t->abort_op,
+                                          (unsigned long long)t->abort_seq, t->abort_waited);
+    pthread_mutex_unlock(&t->mu);
+    if (exc != NULL) {
+        PyErr_SetObject(cls, exc);
+        Py_DECREF(exc);
+    }
+    Py_DECREF(cls);
+    return NULL;
+}
+
+PyObject *
+n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *outer,
+              PyObject *res, ncclComm_t *comm)
+{
+    (void)mod;
+    if (e == NULL)
+        return res;
+    n4p_trace_cur = outer;
+    int64_t now = n4p_trace_ticks();
+    if (e->status < 0) { /* refused before the library: not a call */
+        atomic_store_explicit(&e->state, N4P_TS_FREE, memory_order_release);
+        if (&t->ring[(t->n - 1) % t->cap] == e) { /* the last one (no nested call since) */
+            t->n--;
+            if (e->p2p)
+                t->p2p_seq--;
+            else
+                t->seq--;
+        }
+    } else {
+        if (e->status != ncclSuccess && e->status != ncclInProgress) {
+            atomic_store(&e->t_end, now);
+            atomic_store_explicit(&e->state, N4P_TS_FAILED, memory_order_release);
+        } else if (e->group_depth > 0) {
+            atomic_store_explicit(&e->state, N4P_TS_GROUPED, memory_order_release);
+        } else {
+            completed(t, e, now);
+        }
+        if (n4p_tsettings.log)
+            log_line(t, e);
+    }
+    if (atomic_load_explicit(&t->aborted_flag, memory_order_acquire)) {
+        if (atomic_load(&e->state) != N4P_TS_FREE) {
+            atomic_store(&e->t_end, now);
+            atomic_store(&e->state, N4P_TS_ABORTED);
+        }
+        *comm = NULL;
+        Py_XDECREF(res);
+        return raise_aborted(t, "");
+    }
+    if (res == NULL && e->status > 0 && e->status != ncclInProgress && n4p_tsettings.dir[0])
+        (void)n4p_trace_write_default(t, "error");
+    return res;
+}
+
+int
+n4p_trace_check(PyObject *Py_UNUSED(mod), n4p_trace *t, ncclComm_t *comm, const char *op)
+{
+    if (t == NULL || !atomic_load_explicit(&t->aborted_flag, memory_order_acquire))
+        return 0;
+    *comm = NULL;
+    char when[160];
+    snprintf(when, sizeof when, " (this call: %.100s)", op);
+    raise_aborted(t, when);
+    return -1;
+}
+
+int
+n4p_trace_take(n4p_trace *t)
+{
+    if (t == NULL)
+        return 0;
+    pthread_mutex_lock(&t->mu);
+    int aborted = t->aborted;
+    t->closed = 1;
+    pthread_mutex_unlock(&t->mu);
+    return aborted;
+}
+
+void
+n4p_trace_group_ended(PyObject *Py_UNUSED(mod), n4p_trace *t)
+{
+    if (t == NULL || t->cap == 0)
+        return;
+    int64_t now = n4p_trace_ticks();
+    /* the calls queued since the group began are the last GROUPED entries */
+    for (uint64_t k = 0; k < t->n && k < t->cap; k++) {
+        n4p_trace_entry *e = &t->ring[(t->n - 1 - k) % t->cap];
+        int s = atomic_load(&e->state);
+        if (s == N4P_TS_GROUPED)
+            completed(t, e, now);
+        else if (s != N4P_TS_FREE && e->group_depth == 0)
+            break;
+    }
+}
+
+/* ------------------------------------------------------------- records */
+
+static const char *const state_names[] = {"free",   "running", "grouped", "enqueued",
+                                          "issued", "done",    "failed",  "aborted"};
+
+static void
+write_entry(FILE *f, const n4p_trace_entry *e, int first)
+{
+    char d[16], o[16];
+    int s = atomic_load_explicit(&e->state, memory_order_acquire);
+    fprintf(f, "%s\n    {\"seq\": %llu, \"kind\": \"%s\", \"op\": \"%s\", \"count\": %lld, "
+            "\"recvcount\": %lld, \"dtype\": \"%s\", \"redop\": ",
+            first ? "" : ",", (unsigned long long)e->seq, e->p2p ? "p2p" : "coll", e->op,
+            e->count == (size_t)-1 ? -1LL : (long long)e->count,
+            e->recvcount == (size_t)-1 ? -1LL : (long long)e->recvcount,
+            e->dtype < 0 ? "" : NAME(dtype_names, e->dtype, d));
+    if (e->redop < 0)
+        fputs("null", f);
+    else
+        fprintf(f, "\"%s\"", NAME(redop_names, e->redop, o));
+    int64_t end = atomic_load(&e->t_end);
+    fprintf(f, ", \"root\": %d, \"peer\": %d, \"sendbuf\": \"0x%" PRIxPTR "\", \"recvbuf\": "
+            "\"0x%" PRIxPTR "\", \"stream\": \"0x%" PRIxPTR "\", \"group_depth\": %d, "
+            "\"enqueue\": %.9f, \"start\": %.9f, \"end\": ",
+            e->root, e->peer, (uintptr_t)e->sendbuf, (uintptr_t)e->recvbuf, (uintptr_t)e->stream,
+            e->group_depth,
+            (double)n4p_trace_ticks_ns(e->t_enqueue) / 1e9,
+            (double)n4p_trace_ticks_ns(e->t_start) / 1e9);
+    if (end > 0)
+        fprintf(f, "%.9f", (double)n4p_trace_ticks_ns(end) / 1e9);
+    else
+        fputs("null", f);
+    fprintf(f, ", \"state\": \"%s\", \"status\": %d}",
+            s >= 0 && s <= N4P_TS_ABORTED ? state_names[s] : "unknown", e->status);
+}
+
+static void
+json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* Write t's record to path (via a temporary file, renamed). 0 or errno. */
+int
+n4p_trace_write(n4p_trace *t, const char *path, const char *reason)
+{
+    char tmp[600];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()) >= (int)sizeof tmp)
+        return ENAMETOOLONG;
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return errno;
+    char host[256] = "";
+    (void)gethostname(host, sizeof host - 1);
+    pthread_mutex_lock(&t->mu);
+    fprintf(f, "{\n  \"format\": \"nccl4py-trace-1\", \"reason\": ");
+    json_str(f, reason);
+    fprintf(f, ", \"rank\": %d, \"nranks\": %d, \"host\": ", t->rank, t->nranks);
+    json_str(f, host);
+    fprintf(f, ", \"pid\": %d, \"comm_hash\": ", (int)getpid());
+    json_str(f, t->hash);
+    fprintf(f, ", \"comm_index\": %d, \"backend\": \"%s\", \"time\": %.9f, \"timeout\": %.3f, "
+            "\"buffer\": %zu, \"calls\": %llu, \"p2p_calls\": %llu,\n  \"aborted\": ",
+            t->index, n4p_library_kind == N4P_LIB_HOST ? "host" :
+            n4p_library_kind == N4P_LIB_RCCL ? "rccl" : "nccl",
+            (double)n4p_trace_now() / 1e9, (double)t->timeout_ns / 1e9, t->cap,
+            (unsigned long long)t->seq, (unsigned long long)t->p2p_seq);
+    if (t->aborted) {
+        fprintf(f, "{\"status\": %d, \"op\": ", t->abort_status);
+        json_str(f, t->abort_op ? t->abort_op : "");
+        fprintf(f, ", \"seq\": %llu, \"waited\": %.3f, \"waiting_for\": ",
+                (unsigned long long)t->abort_seq, t->abort_waited);
+        json_str(f, t->waiting_for);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    pthread_mutex_unlock(&t->mu);
+    fputs(",\n  \"entries\": [", f);
+    uint64_t n = t->n, first = n > t->cap ? n - t->cap : 0;
+    int any = 0;
+    for (uint64_t i = first; i < n; i++) {
+        const n4p_trace_entry *e = &t->ring[i % t->cap];
+        if (atomic_load(&e->state) == N4P_TS_FREE || e->seq == 0)
+            continue;
+        write_entry(f, e, !any);
+        any = 1;
+    }
+    fputs("\n  ]\n}\n", f);
+    int err = ferror(f) ? EIO : 0;
+    if (fclose(f) != 0 && err == 0)
+        err = errno;
+    if (err == 0 && rename(tmp, path) != 0)
+        err = errno;
+    if (err != 0)
+        (void)unlink(tmp);
+    return err;
+}
+
+/* The record's place in NCCL4PY_TRACE_DIR: rank<R>.json for the process's
+ * first communicator, rank<R>.comm<I>.json for later ones. */
+int
+n4p_trace_write_default(n4p_trace *t, const char *reason)
+{
+    if (n4p_tsettings.dir[0] == '\0' || t->cap == 0 || t->rank < 0)
+        return 0;
+    char path[512];
+    if (t->index == 0)
+        snprintf(path, sizeof path, "%s/rank%d.json", n4p_tsettings.dir, t->rank);
+    else
+        snprintf(path, sizeof path, "%s/rank%d.comm%d.json", n4p_tsettings.dir, t->rank,
+                 t->index);
+    int err = n4p_trace_write(t, path, reason);
+    pthread_mutex_lock(&t->mu);
+    if (err == 0)
+        snprintf(t->last_path, sizeof t->last_path, "%s", path);
+    pthread_mutex_unlock(&t->mu);
+    if (err != 0)
+        fprintf(stderr, "nccl4py: cannot write the flight record %s: %s\n", path, strerror(err));
+    return err;
+}
+
+/* ------------------------------------------------------------ methods */
+
+/* _trace_setup(timeout=None, comm_hash=None): the watchdog timeout of this
+ * communicator (seconds; None: NCCL4PY_WATCHDOG_TIMEOUT) and its hash. */
+PyObject *
+n4p_trace_setup(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t comm,
+                PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"timeout", "comm_hash", NULL};
+    PyObject *a[2];
+    if (n4p_parse_args(args, nargs, kwnames, "_trace_setup", kw, 0, 2, a) < 0)
+        return NULL;
+    double timeout = -1;
+    if (a[0] != NULL && a[0] != Py_None) {
+        if (!PyLong_Check(a[0]) && !PyFloat_Check(a[0])) {
+            PyErr_Format(PyExc_TypeError, "timeout must be a number of seconds or None, not "
+                         "%.100s", Py_TYPE(a[0])->tp_name);
+            return NULL;
+        }
+        timeout = PyFloat_AsDouble(a[0]);
+        if (timeout == -1 && PyErr_Occurred())
+            return NULL;
+        if (!(timeout >= 0) || timeout > MAX_TIMEOUT) {
+            PyErr_Format(PyExc_ValueError, "timeout must be from 0 (off) to 31536000 seconds, "
+                         "got %R", a[0]);
+            return NULL;
+        }
+    }
+    const char *hash = NULL;
+    if (a[1] != NULL && a[1] != Py_None && (hash = PyUnicode_AsUTF8(a[1])) == NULL)
+        return NULL;
+    if (ensure_trace(mod, slot, comm, owner) < 0)
+        return NULL;
+    n4p_trace *t = *slot;
+    atomic_store(&t->comm, comm);
+    if (timeout >= 0) {
+        if (timeout > 0 && n4p_watchdog_start() != 0) {
+            PyErr_SetString(PyExc_RuntimeError, "cannot start the nccl4py watchdog thread");
+            return NULL;
+        }
+        pthread_mutex_lock(&t->mu);
+        t->timeout_ns = (int64_t)(timeout * 1e9);
+        pthread_mutex_unlock(&t->mu);
+    }
+    pthread_mutex_lock(&t->mu);
+    t->closed = t->aborted = 0; /* a new handle */
+    atomic_store(&t->aborted_flag, 0);
+    if (hash != NULL)
+        snprintf(t->hash, sizeof t->hash, "%s", hash);
+    int events = t->gpu && t->timeout_ns > 0;
+    pthread_mutex_unlock(&t->mu);
+    if (events) /* load the runtime now: the watchdog needs its events */
+        (void)n4p_gpu_fn_quiet(mod, N4P_GPU_EVENT_RECORD);
+    Py_RETURN_NONE;
+}
+
+/* dump_trace(path=None): write the record to path, or to NCCL4PY_TRACE_DIR. */
+PyObject *
+n4p_trace_dump(PyObject *Py_UNUSED(mod), n4p_trace *t, PyObject *path, const char *reason)
+{
+    if (t == NULL || t->cap == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "this communicator has no flight record: no call "
+                        "was made on it, or NCCL4PY_TRACE_BUFFER=0");
+        return NULL;
+    }
+    if (path == NULL || path == Py_None) {
+        if (n4p_tsettings.dir[0] == '\0') {
+            PyErr_SetString(PyExc_ValueError, "dump_trace() needs a path when "
+                            "NCCL4PY_TRACE_DIR is not set");
+            return NULL;
+        }
+        int err;
+        Py_BEGIN_ALLOW_THREADS
+        err = n4p_trace_write_default(t, reason);
+        Py_END_ALLOW_THREADS
+        if (err != 0) {
+            errno = err;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        return PyUnicode_FromString(t->last_path);
+    }
+    PyObject *bytes;
+    if (!PyUnicode_FSConverter(path, &bytes))
+        return NULL;
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = n4p_trace_write(t, PyBytes_AS_STRING(bytes), reason);
+    Py_END_ALLOW_THREADS
+    if (err != 0) {
+        errno = err;
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        Py_DECREF(bytes);
+        return NULL;
+    }
+    Py_DECREF(bytes);
+    return Py_NewRef(path);
+}
+
+/* _trace_dump_all(reason): every traced communicator's record into
+ * NCCL4PY_TRACE_DIR; the number written. */
+PyObject *
+n4p_trace_dump_all(PyObject *Py_UNUSED(mod), PyObject *reason)
+{
+    const char *r = PyUnicode_AsUTF8(reason);
+    if (r == NULL)
+        return NULL;
+    int n;
+    Py_BEGIN_ALLOW_THREADS
+    n = n4p_watchdog_dump_all(r);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(n);
+}

@@ -1,0 +1,199 @@
+/*
+ * trace.h - the flight recorder and the hang watchdog (src/trace.c,
+ * src/watchdog.c).
+ *
+ * Every call of a nccl.core.Communicator collective or point-to-point method
+ * is one entry in the communicator's ring buffer (n4p_trace): what was
+ * called (operation, counts, dtype, reduction op, root or peer, buffer
+ * addresses, stream, group depth), when (enqueue, start, end) and how it
+ * ended.  The communicator's C methods feed it through a handful of hooks:
+ *
+ *   begin / end      around the method body (communicator.c's GUARDED)
+ *   note_*           from the shared helpers that parse the arguments
+ *                    (buffers, op, root/peer, stream) and the status
+ *   check            where every use of the communicator is validated: a
+ *                    communicator the watchdog aborted raises NcclTimeoutError
+ *   take             where destroy()/abort() take the handle, so that the
+ *                    watchdog and the user never both release it
+ *   group_ended      when a group with calls on the communicator has ended
+ *
+ * Writing an entry costs two clock reads and a few stores on the caller's
+ * thread (see bench/core_overhead.py).  A process-wide watchdog thread
+ * (watchdog.c) looks at the communicators that have a timeout, polls the
+ * GPU events and async errors of the GPU libraries, and on a timeout writes
+ * the record, aborts the communicator and lets the blocked (or next) call
+ * raise NcclTimeoutError.  Records are JSON files (trace.c: n4p_trace_write),
+ * read by `python -m nccl.trace`.
+ */
+#ifndef NCCL4PY_TRACE_H
+#define NCCL4PY_TRACE_H
+
+#include "bindings.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Entry states. */
+enum {
+    N4P_TS_FREE = 0,
+    N4P_TS_RUNNING,   /* inside the library call */
+    N4P_TS_GROUPED,   /* queued in a group that has not ended */
+    N4P_TS_ENQUEUED,  /* returned; its GPU work is not known to be complete */
+    N4P_TS_ISSUED,    /* returned; completion is not tracked (GPU, no watchdog) */
+    N4P_TS_DONE,
+    N4P_TS_FAILED,    /* the library returned an error */
+    N4P_TS_ABORTED,   /* the communicator was aborted while it was in flight */
+};
+
+typedef struct {
+    _Atomic int state;
+    int status;          /* ncclResult_t of the call (FAILED) */
+    uint64_t seq;        /* collective number (1, 2, ...) or p2p number */
+    const char *op;      /* static string: the method's name */
+    int p2p;             /* send/recv: numbered separately */
+    int dtype, redop, root, peer, group_depth;
+    size_t count, recvcount; /* elements of sendbuf and recvbuf (-1: none) */
+    const void *sendbuf, *recvbuf;
+    void *stream;
+    int64_t t_enqueue, t_start; /* n4p_trace_ticks() */
+    _Atomic int64_t t_end;      /* 0 while in flight */
+    void *event;                /* GPU: completion event (owned, reused) */
+} n4p_trace_entry;
+
+typedef struct n4p_trace n4p_trace;
+struct n4p_trace {
+    n4p_trace *next;            /* registry (watchdog.c) */
+    n4p_trace_entry *ring;
+    size_t cap;                 /* 0: recording off */
+    uint64_t n;                 /* entries ever written (next slot: n % cap) */
+    uint64_t seq, p2p_seq;
+    _Atomic(ncclComm_t) comm;   /* the handle of the last call */
+    atomic_ulong *owner;        /* communicator.c's "thread inside a call" word */
+    int rank, nranks, index;
+    int gpu;                    /* a GPU library: completion through events */
+    int64_t timeout_ns;         /* 0: no watchdog */
+    char hash[40];              /* communicator hash, from Python ("" unknown) */
+    pthread_mutex_t mu;         /* guards the fields below */
+    int closed;                 /* destroy()/abort() took the handle */
+    int aborted;                /* the watchdog aborted it */
+    atomic_int aborted_flag;    /* the same, read without the lock on the call path */
+    int abort_status;           /* why: ncclTimeout, or the async error */
+    uint64_t abort_seq;
+    const char *abort_op;
+    double abort_waited;        /* seconds */
+    char waiting_for[160];      /* host backend: the ranks its wait was for */
+    char last_path[512];        /* the record written last */
+};
+
+/* Process-wide settings, read from the environment once (trace.c). */
+typedef struct {
+    long buffer;            /* NCCL4PY_TRACE_BUFFER */
+    double timeout;         /* NCCL4PY_WATCHDOG_TIMEOUT, seconds (0: off) */
+    char dir[400];          /* NCCL4PY_TRACE_DIR ("" : none) */
+    int log;                /* NCCL4PY_TRACE */
+    FILE *log_file;         /* NCCL4PY_TRACE_FILE or stderr */
+} n4p_trace_settings;
+
+extern n4p_trace_settings n4p_tsettings;
+
+/* The clock of the entries: the time-stamp counter where there is one (a
+ * clock_gettime costs about twice as much, and every call reads the clock
+ * twice), converted to CLOCK_REALTIME when a record is written. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+static inline int64_t
+n4p_trace_ticks(void)
+{
+    return (int64_t)__rdtsc();
+}
+#else
+int64_t n4p_trace_now(void);
+static inline int64_t
+n4p_trace_ticks(void)
+{
+    return n4p_trace_now();
+}
+#endif
+int n4p_trace_settings_load(PyObject *mod); /* 0, or -1 with ValueError */
+
+/* The hooks (trace.c).  Each takes the communicator's trace (NULL: nothing
+ * to do except create it, see begin). */
+extern _Thread_local n4p_trace_entry *n4p_trace_cur;
+
+/* 0 (*out: the entry, NULL when recording is off) or -1 with an exception. */
+int n4p_trace_begin(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t comm,
+                    int rank, int nranks, const char *op, n4p_trace_entry **out);
+PyObject *n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *outer,
+                        PyObject *res, ncclComm_t *comm);
+int n4p_trace_check(PyObject *mod, n4p_trace *t, ncclComm_t *comm, const char *op);
+int n4p_trace_take(n4p_trace *t);
+void n4p_trace_group_ended(PyObject *mod, n4p_trace *t);
+void n4p_trace_free(n4p_trace *t);
+
+static inline void
+n4p_trace_note_buffer(int writable, const void *ptr, size_t count, int dtype)
+{
+    n4p_trace_entry *e = n4p_trace_cur;
+    if (e == NULL)
+        return;
+    if (writable) {
+        e->recvbuf = ptr;
+        e->recvcount = count;
+    } else {
+        e->sendbuf = ptr;
+        e->count = count;
+    }
+    if (e->dtype < 0)
+        e->dtype = dtype;
+}
+
+static inline void
+n4p_trace_note_int(const char *what, int v)
+{
+    n4p_trace_entry *e = n4p_trace_cur;
+    if (e == NULL)
+        return;
+    if (what[0] == 'o') /* "op" */
+        e->redop = v;
+    else if (what[0] == 'r') /* "root" */
+        e->root = v;
+    else /* "peer" */
+        e->peer = v;
+}
+
+static inline void
+n4p_trace_note_stream(void *stream)
+{
+    if (n4p_trace_cur != NULL)
+        n4p_trace_cur->stream = stream;
+}
+
+/* The library call is about to happen / returned r. */
+void n4p_trace_note_status(ncclResult_t r);
+
+/* Methods of _CommunicatorBase (trace.c). */
+PyObject *n4p_trace_setup(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t comm,
+                          PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *n4p_trace_dump(PyObject *mod, n4p_trace *t, PyObject *path, const char *reason);
+PyObject *n4p_trace_dump_all(PyObject *mod, PyObject *reason);
+
+/* Writing records (trace.c). */
+int n4p_trace_write(n4p_trace *t, const char *path, const char *reason); /* 0 or errno */
+int n4p_trace_write_default(n4p_trace *t, const char *reason);
+int64_t n4p_trace_now(void);            /* CLOCK_REALTIME nanoseconds */
+int64_t n4p_trace_ticks_ns(int64_t ticks); /* a tick count as CLOCK_REALTIME nanoseconds */
+
+/* The watchdog (watchdog.c). */
+void n4p_watchdog_register(n4p_trace *t);
+void n4p_watchdog_unregister(n4p_trace *t);
+int n4p_watchdog_start(void);           /* 0 or errno */
+int n4p_watchdog_dump_all(const char *reason);
+void n4p_watchdog_poll(n4p_trace *t, int64_t now); /* one check of one communicator */
+
+/* GPU runtime entries for the watchdog (gpu_runtime.c): the function of
+ * table entry idx, loading the runtime; NULL (exception cleared) when it
+ * cannot be loaded. */
+void *n4p_gpu_fn_quiet(PyObject *mod, int idx);
+
+#endif /* NCCL4PY_TRACE_H */
