@@ -70,7 +70,7 @@ class BuildExt(build_ext):
 
 ext = Extension(
     "nccl._nccl",
-    sources=sorted(glob("src/*.c")) + ["src/gen/wrappers_simple.c"],
+    sources=sorted(glob("src/*.c")) + sorted(glob("src/gen/*.c")),
     include_dirs=["src"],
     depends=glob("src/*.h") + glob("src/gen/*.h") + glob("src/*.def"),
     libraries=["dl"],

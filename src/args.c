@@ -252,6 +252,136 @@ n4p_arg_size_array(PyObject *o, const char *name, size_t **out, Py_ssize_t *len,
     return arg_array(o, name, (void **)out, len, owned, sizeof(size_t));
 }
 
+/* ------------------------------------------------ arrays with a length */
+
+void
+n4p_array_release(n4p_array_arg *a)
+{
+    PyMem_Free(a->owned);
+    a->owned = NULL;
+    n4p_bytes_release(&a->bytes);
+    a->ptr = NULL;
+}
+
+int
+n4p_arg_int_array_n(PyObject *o, const char *name, int n, const char *nname, n4p_array_arg *out)
+{
+    int *p, owned;
+    Py_ssize_t len;
+    if (n4p_arg_int_array(o, name, &p, &len, &owned) < 0)
+        return -1;
+    out->ptr = p;
+    if (owned) {
+        out->owned = p;
+        if (len != n) {
+            PyErr_Format(PyExc_ValueError, "%s has %zd entries but %s is %d", name, len, nname,
+                         n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+n4p_arg_items(n4p_state *st, PyObject *o, const char *name, int n, const char *nname, size_t size,
+              int struct_kind, n4p_array_arg *out)
+{
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "%s must be >= 0", nname);
+        return -1;
+    }
+    if (!PyList_Check(o) && !PyTuple_Check(o)) {
+        if (n4p_arg_bytes(o, name, (Py_ssize_t)((size_t)n * size), 0, &out->bytes) < 0)
+            return -1;
+        out->ptr = out->bytes.ptr;
+        return 0;
+    }
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(o);
+    if (len != n) {
+        PyErr_Format(PyExc_ValueError, "%s has %zd entries but %s is %d", name, len, nname, n);
+        return -1;
+    }
+    char *items = PyMem_Calloc(n ? (size_t)n : 1, size);
+    if (items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    out->ptr = out->owned = items;
+    for (int i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(o, i);
+        if (struct_kind >= 0) {
+            void *p = n4p_struct_ptr(st, struct_kind, item);
+            if (p == NULL) {
+                const char *want = st->struct_types[struct_kind]->tp_name;
+                const char *dot = strrchr(want, '.');
+                PyErr_Format(PyExc_TypeError, "%s items must be %s, not %.100s", name,
+                             dot ? dot + 1 : want, Py_TYPE(item)->tp_name);
+                return -1;
+            }
+            memcpy(items + (size_t)i * size, p, size);
+            continue;
+        }
+        n4p_bytes_arg b;
+        if (n4p_arg_bytes(item, name, (Py_ssize_t)size, 0, &b) < 0)
+            return -1;
+        if (b.have_view && (size_t)b.view.len != size) {
+            n4p_bytes_release(&b);
+            PyErr_Format(PyExc_ValueError, "%s items must be exactly %zu bytes", name, size);
+            return -1;
+        }
+        memcpy(items + (size_t)i * size, b.ptr, size);
+        n4p_bytes_release(&b);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ unique ids */
+
+int
+n4p_arg_uid(PyObject *o, const char *name, ncclUniqueId *out)
+{
+    n4p_bytes_arg b;
+    if (n4p_arg_bytes(o, name, NCCL_UNIQUE_ID_BYTES, 0, &b) < 0)
+        return -1;
+    if (b.have_view && b.view.len != NCCL_UNIQUE_ID_BYTES) {
+        n4p_bytes_release(&b);
+        PyErr_Format(PyExc_ValueError, "%s must be exactly %d bytes", name, NCCL_UNIQUE_ID_BYTES);
+        return -1;
+    }
+    memcpy(out, b.ptr, sizeof *out);
+    n4p_bytes_release(&b);
+    return 0;
+}
+
+int
+n4p_arg_uid_opt(PyObject *o, const char *name, ncclUniqueId *store, const ncclUniqueId **out)
+{
+    *out = NULL;
+    if (o == Py_None)
+        return 0;
+    if (PyLong_Check(o)) {
+        void *p;
+        if (n4p_arg_ptr(o, name, &p) < 0)
+            return -1;
+        *out = p;
+        return 0;
+    }
+    if (n4p_arg_uid(o, name, store) < 0)
+        return -1;
+    *out = store;
+    return 0;
+}
+
+/* ----------------------------------------------------------------- results */
+
+PyObject *
+n4p_str_result(const char *s)
+{
+    if (s == NULL)
+        return PyUnicode_FromString("");
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
 /* ----------------------------------------------------------- keyword parse */
 
 Py_ssize_t
@@ -302,4 +432,27 @@ n4p_parse_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const
         }
     }
     return nargs + nkw;
+}
+
+int
+n4p_parse_args_out(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *fname,
+                   const char *const *kw, Py_ssize_t n, Py_ssize_t opt, PyObject **out)
+{
+    if (n4p_nargs_total(nargs, kwnames) == n)
+        return n4p_parse_args(args, nargs, kwnames, fname, kw, n, n, out) < 0 ? -1 : 1;
+    /* the names and the arguments without the optional one */
+    const char *kw1[N4P_MAX_ARGS + 1];
+    PyObject *a1[N4P_MAX_ARGS];
+    if (n > N4P_MAX_ARGS) {
+        PyErr_Format(PyExc_SystemError, "%s() has too many parameters", fname);
+        return -1;
+    }
+    for (Py_ssize_t i = 0, j = 0; i <= n; i++)
+        if (i != opt)
+            kw1[j++] = kw[i];
+    if (n4p_parse_args(args, nargs, kwnames, fname, kw1, n - 1, n - 1, a1) < 0)
+        return -1;
+    for (Py_ssize_t i = 0, j = 0; i < n; i++)
+        out[i] = i == opt ? NULL : a1[j++];
+    return 0;
 }

@@ -3,16 +3,18 @@
  *
  * Layout of the extension (one file per concept):
  *   module.c            module init, module state, method table
- *   loader.c            library discovery, dlopen, the function-pointer table
+ *   lazylib.c           a library opened on first use (the loaders' mechanism)
+ *   loader.c            the NCCL/RCCL library: the API table's lazy library
  *   args.c              Python -> C argument conversion and keyword parsing
  *   errors.c            NCCLError / FunctionNotFoundError / NotSupportedError
  *   structs.c           UniqueId, Config, SimInfo, ... (one generic struct type)
  *   pointerbox.c        PointerBox: stable storage for out-handles
  *   handles.c           Comm and Window: handle objects with their own slot
  *   group.c             group depth and the keep list of grouped calls
- *   wrappers.c          hand-written wrappers (out-parameters, two conventions)
- *   gpu_runtime.c       the dlopen'd HIP/CUDA runtime layer (table: gpu_runtime.h)
- *   gen/wrappers_simple.c  wrappers generated from the API table
+ *   wrappers.c          the hand-written wrappers that are no pattern
+ *   gpu_runtime.c       the dlopen'd HIP/CUDA runtime layer (table: gpu_runtime.def)
+ *   gen/wrappers.c      the wrappers and the method table generated from the API
+ *                       table (src/nccl_api.def; see src/README.md)
  */
 #ifndef NCCL4PY_BINDINGS_H
 #define NCCL4PY_BINDINGS_H
@@ -69,18 +71,17 @@ n4p_get_state(PyObject *mod)
 
 /* ------------------------------------------------------------------ loader */
 
-extern void *n4p_fns[N4P_API_COUNT];
-extern atomic_int n4p_loaded;
+#include "lazylib.h"
+
+/* The NCCL/RCCL library (loader.c): the lazy library of the API table. */
+extern n4p_lazylib n4p_nccl;
+extern void *n4p_fns[N4P_API_COUNT]; /* its function pointers, by N4P_IDX_* */
+#define n4p_loaded (n4p_nccl.loaded)
 /* Family of the loaded library (valid once n4p_loaded is set). */
 enum { N4P_LIB_NCCL = 0, N4P_LIB_RCCL = 1, N4P_LIB_HOST = 2 };
-extern int n4p_library_kind;
+#define n4p_library_kind (n4p_nccl.family)
 
 int n4p_load(PyObject *mod);                 /* 0 or -1 with exception */
-/* dlopen (RTLD_NOW | RTLD_GLOBAL) the (label, path) candidates in order until
- * one loads.  Returns a new list of (label, path, dlerror-or-None), or NULL
- * with an exception; *handle is the library (NULL when none loaded) and *path
- * a new reference to its file as the dynamic loader resolved it. */
-PyObject *n4p_dlopen_first(PyObject *cands, void **handle, PyObject **path);
 void n4p_raise_missing(PyObject *mod, int idx);
 PyObject *n4p_loader_report(PyObject *mod, PyObject *unused);
 PyObject *n4p_get_library_path(PyObject *mod, PyObject *unused);
@@ -115,6 +116,15 @@ n4p_fn(PyObject *mod, int idx)
 Py_ssize_t n4p_parse_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                           const char *fname, const char *const *kw, Py_ssize_t minargs,
                           Py_ssize_t maxargs, PyObject **out);
+/* The most parameters a library function has (n4p_parse_args_out). */
+#define N4P_MAX_ARGS 16
+/* Like n4p_parse_args for a wrapper with an optional out-argument at index
+ * `opt` that is not the last one (the calling conventions): all n arguments
+ * given -> 1; n - 1 given -> the others are parsed without it, out[opt] is
+ * NULL and 0 is returned; -1 with TypeError set otherwise. */
+int n4p_parse_args_out(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                       const char *fname, const char *const *kw, Py_ssize_t n, Py_ssize_t opt,
+                       PyObject **out);
 /* Number of arguments given (positional + keyword). */
 static inline Py_ssize_t
 n4p_nargs_total(Py_ssize_t nargs, PyObject *kwnames)
@@ -209,6 +219,32 @@ void n4p_bytes_release(n4p_bytes_arg *a);
  * -1 for an address.  None gives NULL. */
 int n4p_arg_int_array(PyObject *o, const char *name, int **out, Py_ssize_t *len, int *owned);
 int n4p_arg_size_array(PyObject *o, const char *name, size_t **out, Py_ssize_t *len, int *owned);
+
+/* An array argument whose length is another argument (`name[len]` in the
+ * table).  ptr is what the library gets; release with n4p_array_release
+ * (also after a failed conversion). */
+typedef struct {
+    void *ptr;
+    void *owned;           /* PyMem block holding a copy, or NULL */
+    n4p_bytes_arg bytes;   /* a borrowed buffer, or none */
+} n4p_array_arg;
+void n4p_array_release(n4p_array_arg *a);
+/* n ints: a sequence of exactly n ints (copied), an address, or None (NULL);
+ * nname names the length argument in messages. */
+int n4p_arg_int_array_n(PyObject *o, const char *name, int n, const char *nname,
+                        n4p_array_arg *out);
+/* n items of `size` bytes: a list or tuple of exactly n items, or one buffer
+ * or address holding them all.  An item is an object of struct kind
+ * `struct_kind`, or (struct_kind < 0) a buffer of exactly `size` bytes or an
+ * address. */
+int n4p_arg_items(n4p_state *st, PyObject *o, const char *name, int n, const char *nname,
+                  size_t size, int struct_kind, n4p_array_arg *out);
+
+/* A unique id passed by value: 128 bytes (a buffer) or their address. */
+int n4p_arg_uid(PyObject *o, const char *name, ncclUniqueId *out);
+/* A unique id passed by address: None or 0 give NULL, another int is the
+ * address, a buffer is copied to *store. */
+int n4p_arg_uid_opt(PyObject *o, const char *name, ncclUniqueId *store, const ncclUniqueId **out);
 
 /* ------------------------------------------------------------------ errors */
 
@@ -349,7 +385,10 @@ int n4p_init_gpu_runtime(PyObject *mod, n4p_state *st);
 
 /* ---------------------------------------------------------------- wrappers */
 
-extern PyMethodDef n4p_generated_methods[];
-extern PyMethodDef n4p_wrapper_methods[];
+#include "gen/api_wrappers.h"
+
+/* A str from a library's C string (UTF-8, undecodable bytes replaced; NULL
+ * gives ''). */
+PyObject *n4p_str_result(const char *s);
 
 #endif /* NCCL4PY_BINDINGS_H */

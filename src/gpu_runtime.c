@@ -3,10 +3,11 @@
  *
  * It serves the cuda.core shim (nccl._hip_compat.cuda_core_shim) and
  * nccl.core's device/memory helpers, so that nccl4py needs neither
- * cuda.core nor hip-python.  The function list is src/gpu_runtime.h.
+ * cuda.core nor hip-python.  Its table is src/gpu_runtime.def: the runtime
+ * functions it binds, and the Python functions defined here.
  *
- *   - The library is opened lazily (first call), once per process, under a
- *     lock taken with the GIL released, like loader.c.  The candidates and
+ *   - The library is a lazy library (lazylib.h), like the NCCL library of
+ *     loader.c: opened on first use, once per process.  The candidates and
  *     the platform come from nccl._runtime.candidates().
  *   - The family (HIP or CUDA) decides which symbol names are bound: the
  *     file name says it (libamdhip64* / libcudart*), otherwise the presence
@@ -25,139 +26,57 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Process-wide runtime state (one set of loaded libraries per process). */
-static PyThread_type_lock rt_lock;
-static atomic_int rt_loaded;      /* 1 once rt_fns is bound */
-static void *rt_fns[N4P_GPU_COUNT];
-static int rt_is_hip;
-static PyObject *rt_path;         /* str */
-static PyObject *rt_decision;     /* str */
-static PyObject *rt_attempts;     /* list of (label, candidate, error-or-None) */
+/* The runtime's families: which symbol names are bound. */
+enum { RT_HIP = 0, RT_CUDA = 1 };
 
-static const struct {
-    const char *hip, *cuda, *hip_alt, *cuda_alt;
-} rt_names[N4P_GPU_COUNT] = {
-#define N4P_GPU_NAME_(id, ret, params, hip, cuda, hip_alt, cuda_alt) \
-    {#hip, #cuda, hip_alt, cuda_alt},
-    N4P_GPU_API(N4P_GPU_NAME_)
-#undef N4P_GPU_NAME_
+/* Symbol names per family: the name, a NUL, the fallback (maybe empty), a
+ * NUL: the alternatives list of lazylib.h. */
+static const char *const rt_names[2][N4P_GPU_COUNT] = {
+#define N4P_GPU_HIP_(id, ret, params, hip, cuda, hip_alt, cuda_alt) #hip "\0" hip_alt "\0",
+#define N4P_GPU_CUDA_(id, ret, params, hip, cuda, hip_alt, cuda_alt) #cuda "\0" cuda_alt "\0",
+    {N4P_GPU_API(N4P_GPU_HIP_)},
+    {N4P_GPU_API(N4P_GPU_CUDA_)},
+#undef N4P_GPU_HIP_
+#undef N4P_GPU_CUDA_
 };
 
 static const char *
-rt_symbol(int idx)
+rt_symbols(int family, int idx)
 {
-    return rt_is_hip ? rt_names[idx].hip : rt_names[idx].cuda;
+    return rt_names[family][idx];
 }
 
-/* --------------------------------------------------------------- loading */
-
+/* The file name says the family (libamdhip64* / libcudart*), otherwise the
+ * presence of hipGetDeviceCount does. */
 static int
-family_is_hip(void *handle, const char *path)
+rt_family(void *handle, const char *path)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     if (strstr(base, "amdhip") != NULL)
-        return 1;
+        return RT_HIP;
     if (strstr(base, "cudart") != NULL)
-        return 0;
-    return dlsym(handle, "hipGetDeviceCount") != NULL;
+        return RT_CUDA;
+    return dlsym(handle, "hipGetDeviceCount") != NULL ? RT_HIP : RT_CUDA;
 }
 
-static int
-raise_runtime_not_found(PyObject *mod)
-{
-    n4p_state *st = n4p_get_state(mod);
-    PyObject *lines = PyUnicode_FromString("");
-    Py_ssize_t n = rt_attempts ? PyList_GET_SIZE(rt_attempts) : 0;
-    for (Py_ssize_t i = 0; i < n && lines != NULL; i++) {
-        PyObject *t = PyList_GET_ITEM(rt_attempts, i);
-        PyObject *line = PyUnicode_FromFormat("\n  - %S: %S\n      %S", PyTuple_GET_ITEM(t, 0),
-                                              PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2));
-        if (line == NULL) {
-            Py_CLEAR(lines);
-            break;
-        }
-        PyObject *joined = PyUnicode_Concat(lines, line);
-        Py_DECREF(line);
-        Py_SETREF(lines, joined);
-    }
-    if (lines == NULL)
-        return -1;
-    PyErr_Format(st->gpu_runtime_error,
-                 "Could not load a GPU runtime library (%S). Tried, in order:%S\n"
-                 "Install ROCm (libamdhip64.so) or the CUDA runtime (e.g. the "
-                 "nvidia-cuda-runtime wheel), or set NCCL4PY_GPU_RUNTIME to the library's path.",
-                 rt_decision ? rt_decision : Py_None, lines);
-    Py_DECREF(lines);
-    return -1;
-}
+static const n4p_lazylib_spec rt_spec = {
+    .what = "a GPU runtime library",
+    .discovery = "nccl._runtime",
+    .advice = "Install ROCm (libamdhip64.so) or the CUDA runtime (e.g. the nvidia-cuda-runtime "
+              "wheel), or set NCCL4PY_GPU_RUNTIME to the library's path.",
+    .nfns = N4P_GPU_COUNT,
+    .family = rt_family,
+    .symbols = rt_symbols,
+};
 
-/* Called with the GIL and rt_lock held. */
-static int
-rt_load_locked(PyObject *mod)
-{
-    PyObject *m = PyImport_ImportModule("nccl._runtime");
-    if (m == NULL)
-        return -1;
-    PyObject *res = PyObject_CallMethod(m, "candidates", NULL);
-    Py_DECREF(m);
-    if (res == NULL)
-        return -1;
-    PyObject *decision, *cands;
-    if (!PyArg_ParseTuple(res, "UO!:candidates", &decision, &PyList_Type, &cands)) {
-        Py_DECREF(res);
-        return -1;
-    }
-    void *handle;
-    PyObject *path;
-    PyObject *attempts = n4p_dlopen_first(cands, &handle, &path);
-    if (attempts == NULL) {
-        Py_DECREF(res);
-        return -1;
-    }
-    Py_XSETREF(rt_attempts, attempts);
-    Py_XSETREF(rt_decision, Py_NewRef(decision));
-    if (handle == NULL) {
-        Py_DECREF(res);
-        return raise_runtime_not_found(mod);
-    }
-    Py_XSETREF(rt_path, path);
-    Py_DECREF(res);
-    const char *cpath = PyUnicode_AsUTF8(rt_path);
-    if (cpath == NULL)
-        return -1;
-    Py_BEGIN_ALLOW_THREADS
-    rt_is_hip = family_is_hip(handle, cpath);
-    for (int i = 0; i < N4P_GPU_COUNT; i++) {
-        const char *alt = rt_is_hip ? rt_names[i].hip_alt : rt_names[i].cuda_alt;
-        void *p = dlsym(handle, rt_symbol(i));
-        if (p == NULL && *alt)
-            p = dlsym(handle, alt);
-        rt_fns[i] = p;
-    }
-    Py_END_ALLOW_THREADS
-    atomic_store_explicit(&rt_loaded, 1, memory_order_release);
-    return 0;
-}
+static void *rt_fns[N4P_GPU_COUNT];
+static n4p_lazylib rt = N4P_LAZYLIB_INIT(&rt_spec, rt_fns);
 
-static int
-rt_load(PyObject *mod)
+static const char *
+rt_symbol(int idx)
 {
-    if (rt_lock == NULL) {
-        rt_lock = PyThread_allocate_lock(); /* the GIL serialises this */
-        if (rt_lock == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-    }
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(rt_lock, WAIT_LOCK);
-    Py_END_ALLOW_THREADS
-    int rc = 0;
-    if (!atomic_load_explicit(&rt_loaded, memory_order_acquire))
-        rc = rt_load_locked(mod);
-    PyThread_release_lock(rt_lock);
-    return rc;
+    return n4p_lazylib_symbol(&rt, idx);
 }
 
 /* The function pointer of entry idx (loads the runtime), or NULL with
@@ -165,19 +84,19 @@ rt_load(PyObject *mod)
 static void *
 rt_fn(PyObject *mod, int idx)
 {
-    if (!atomic_load_explicit(&rt_loaded, memory_order_acquire) && rt_load(mod) < 0)
+    n4p_state *st = n4p_get_state(mod);
+    if (n4p_lazylib_load(&rt, st->gpu_runtime_error) < 0)
         return NULL;
     void *p = rt_fns[idx];
     if (p == NULL) {
-        const char *alt = rt_is_hip ? rt_names[idx].hip_alt : rt_names[idx].cuda_alt;
+        const char *alt = n4p_lazylib_fallback(&rt, idx);
         if (*alt)
-            PyErr_Format(n4p_get_state(mod)->gpu_runtime_error,
-                         "function %s (or %s) is not found in the GPU runtime %S",
-                         rt_symbol(idx), alt, rt_path);
+            PyErr_Format(st->gpu_runtime_error,
+                         "function %s (or %s) is not found in the GPU runtime %s",
+                         rt_symbol(idx), alt, rt.path);
         else
-            PyErr_Format(n4p_get_state(mod)->gpu_runtime_error,
-                         "function %s is not found in the GPU runtime %S", rt_symbol(idx),
-                         rt_path);
+            PyErr_Format(st->gpu_runtime_error, "function %s is not found in the GPU runtime %s",
+                         rt_symbol(idx), rt.path);
     }
     return p;
 }
@@ -187,8 +106,8 @@ rt_fn(PyObject *mod, int idx)
 void *
 n4p_gpu_fn_quiet(PyObject *mod, int idx)
 {
-    if (!atomic_load_explicit(&rt_loaded, memory_order_acquire)) {
-        if (mod == NULL || rt_load(mod) < 0) {
+    if (!n4p_lazylib_ready(&rt)) {
+        if (mod == NULL || n4p_lazylib_load(&rt, n4p_get_state(mod)->gpu_runtime_error) < 0) {
             if (mod != NULL)
                 PyErr_Clear();
             return NULL;
@@ -662,48 +581,21 @@ rt_error_name(PyObject *mod, PyObject *arg)
     return PyUnicode_FromString(s ? s : "unknown error");
 }
 
-/* {"loaded", "platform", "path", "decision", "attempts", "missing"}; loads
- * the runtime if possible and never raises for a missing one (the error is
- * under "error"). */
+/* {"loaded", "platform", "path", "decision", "attempts", "missing", "error"};
+ * loads the runtime if possible and never raises for a missing one (the
+ * error is under "error"). */
 static PyObject *
 rt_info(PyObject *mod, PyObject *Py_UNUSED(unused))
 {
-    PyObject *error = Py_NewRef(Py_None);
-    if (!atomic_load_explicit(&rt_loaded, memory_order_acquire) && rt_load(mod) < 0) {
-        if (!PyErr_ExceptionMatches(n4p_get_state(mod)->gpu_runtime_error)) {
-            Py_DECREF(error);
-            return NULL;
-        }
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        Py_SETREF(error, value ? PyObject_Str(value) : PyUnicode_FromString("unknown error"));
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-        if (error == NULL)
-            return NULL;
-    }
-    int loaded = atomic_load_explicit(&rt_loaded, memory_order_acquire);
-    PyObject *missing = PyList_New(0);
-    for (int i = 0; loaded && missing != NULL && i < N4P_GPU_COUNT; i++) {
-        if (rt_fns[i] != NULL)
-            continue;
-        PyObject *s = PyUnicode_FromString(rt_symbol(i));
-        if (s == NULL || PyList_Append(missing, s) < 0)
-            Py_CLEAR(missing);
-        Py_XDECREF(s);
-    }
-    if (missing == NULL) {
-        Py_DECREF(error);
+    PyObject *error = n4p_lazylib_load_error(&rt, n4p_get_state(mod)->gpu_runtime_error, 0);
+    if (error == NULL)
         return NULL;
-    }
-    PyObject *r = Py_BuildValue(
-        "{s:O,s:s,s:O,s:O,s:O,s:N,s:N}", "loaded", loaded ? Py_True : Py_False, "platform",
-        loaded ? (rt_is_hip ? "rocm" : "cuda") : NULL, "path", rt_path ? rt_path : Py_None,
-        "decision", rt_decision ? rt_decision : Py_None, "attempts",
-        rt_attempts ? rt_attempts : Py_None, "missing", missing, "error", error);
-    return r;
+    int loaded = n4p_lazylib_ready(&rt);
+    return Py_BuildValue("{s:O,s:s,s:N,s:N,s:N,s:N,s:N}", "loaded", loaded ? Py_True : Py_False,
+                         "platform", loaded ? (rt.family == RT_HIP ? "rocm" : "cuda") : NULL,
+                         "path", n4p_lazylib_path(&rt), "decision", n4p_lazylib_decision(&rt),
+                         "attempts", n4p_lazylib_attempts(&rt), "missing",
+                         n4p_lazylib_missing(&rt), "error", error);
 }
 
 /* Every table entry: [(HIP symbol, CUDA symbol, HIP fallback, CUDA fallback)]. */
@@ -712,8 +604,8 @@ rt_table(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(unused))
 {
     PyObject *out = PyList_New(N4P_GPU_COUNT);
     for (int i = 0; out != NULL && i < N4P_GPU_COUNT; i++) {
-        PyObject *t = Py_BuildValue("(ssss)", rt_names[i].hip, rt_names[i].cuda,
-                                    rt_names[i].hip_alt, rt_names[i].cuda_alt);
+        const char *h = rt_names[RT_HIP][i], *c = rt_names[RT_CUDA][i];
+        PyObject *t = Py_BuildValue("(ssss)", h, c, h + strlen(h) + 1, c + strlen(c) + 1);
         if (t == NULL)
             Py_CLEAR(out);
         else
@@ -839,49 +731,8 @@ rt_dlpack_capsule(FASTCALL_ARGS)
 
 /* ------------------------------------------------------------ registration */
 
-#define M_O(name, fn, doc) {"gpu_runtime_" name, (PyCFunction)fn, METH_O, doc}
-#define M_NO(name, fn, doc) {"gpu_runtime_" name, (PyCFunction)fn, METH_NOARGS, doc}
-#define M_FAST(name, fn, doc) \
-    {"gpu_runtime_" name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, doc}
-
-static PyMethodDef rt_methods[] = {
-    M_NO("info", rt_info, "Where the GPU runtime was loaded from (loads it; never raises)."),
-    M_NO("table", rt_table, "[(hip, cuda, hip fallback, cuda fallback)] per table entry."),
-    M_NO("device_count", rt_device_count,
-         "Number of GPUs (0 when the runtime reports no device)."),
-    M_NO("get_device", rt_get_device, "The calling thread's current device."),
-    M_O("set_device", rt_set_device, "Make a device current for the calling thread."),
-    M_O("device_name", rt_device_name, "The device's name."),
-    M_O("pci_bus_id", rt_pci_bus_id, "The device's PCI bus id."),
-    M_NO("device_synchronize", rt_device_synchronize, "Wait for the current device."),
-    M_NO("runtime_version", rt_runtime_version, "The runtime's version number."),
-    M_FAST("stream_create", rt_stream_create,
-           "stream_create(flags=NonBlocking) -> handle on the current device."),
-    M_O("stream_destroy", rt_stream_destroy, "Destroy a stream."),
-    M_O("stream_synchronize", rt_stream_synchronize, "Wait for a stream."),
-    M_O("stream_query", rt_stream_query, "True when the stream's work is complete."),
-    M_FAST("event_create", rt_event_create, "event_create(flags=0) -> handle."),
-    M_O("event_destroy", rt_event_destroy, "Destroy an event."),
-    M_FAST("event_record", rt_event_record, "event_record(event, stream=0)."),
-    M_O("event_synchronize", rt_event_synchronize, "Wait for an event."),
-    M_FAST("event_elapsed", rt_event_elapsed, "event_elapsed(start, stop) -> milliseconds."),
-    M_O("malloc", rt_malloc, "malloc(size) -> device pointer on the current device."),
-    M_O("free", rt_free, "Free device memory."),
-    M_FAST("malloc_host", rt_malloc_host, "malloc_host(size, flags=Portable) -> pinned host memory."),
-    M_O("free_host", rt_free_host, "Free pinned host memory."),
-    M_FAST("memcpy", rt_memcpy, "memcpy(dst, src, size) (direction inferred)."),
-    M_FAST("memcpy_async", rt_memcpy_async, "memcpy_async(dst, src, size, stream)."),
-    M_FAST("memset", rt_memset, "memset(ptr, value, size)."),
-    M_FAST("memset_async", rt_memset_async, "memset_async(ptr, value, size, stream)."),
-    M_O("pointer_attributes", rt_pointer_attributes,
-        "(memory type, device) of a pointer: 0 unregistered, 1 host, 2 device, 3 managed."),
-    M_O("error_string", rt_error_string, "The runtime's description of a status code."),
-    M_O("error_name", rt_error_name, "The runtime's name of a status code."),
-    M_FAST("dlpack_capsule", rt_dlpack_capsule,
-           "dlpack_capsule(ptr, nbytes, device_type, device_id, owner, versioned, readonly=False)"
-           "\n1-D int8 DLPack capsule over the memory; keeps owner alive."),
-    {NULL, NULL, 0, NULL},
-};
+/* The method table n4p_gpu_methods, generated from src/gpu_runtime.def. */
+#include "gen/gpu_methods.h"
 
 int
 n4p_init_gpu_runtime(PyObject *mod, n4p_state *st)
@@ -894,5 +745,5 @@ n4p_init_gpu_runtime(PyObject *mod, n4p_state *st)
     if (st->gpu_runtime_error == NULL ||
         PyModule_AddObjectRef(mod, "GpuRuntimeError", st->gpu_runtime_error) < 0)
         return -1;
-    return PyModule_AddFunctions(mod, rt_methods);
+    return PyModule_AddFunctions(mod, n4p_gpu_methods);
 }

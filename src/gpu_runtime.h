@@ -1,15 +1,11 @@
 /*
- * gpu_runtime.h - THE table of the tiny HIP / CUDA runtime layer.
+ * gpu_runtime.h - the tiny HIP / CUDA runtime layer: what its table
+ * (src/gpu_runtime.def, generated into the X-macro N4P_GPU_API) gives C,
+ * and the constants both runtimes share.
  *
- * One line per runtime function.  HIP and the CUDA runtime give these
- * functions the same signature and the same status codes, so one table
- * serves both; only the symbol names differ.  Everything else is derived
- * from it with X-macros: the index enum, the function-pointer types, the
- * symbol-name table used by src/gpu_runtime.c, and the prototypes the test
- * stub (tests/gpu_runtime_stub.c) must implement.
- *
- * Columns: X(id, return type, (parameters), HIP symbol, CUDA symbol,
- *            HIP fallback symbol or "", CUDA fallback symbol or "")
+ * Derived from the table here: the index enum, the function-pointer types;
+ * in src/gpu_runtime.c the symbol names; in the test stub
+ * (tests/gpu_runtime_stub.c) the prototypes it must implement.
  *
  * Handles (streams, events) are opaque pointers.  The device-properties
  * struct differs between the runtimes and versions, but both begin with
@@ -22,49 +18,7 @@
 
 #include <stddef.h>
 
-#define N4P_GPU_API(X)                                                                        \
-    X(GET_DEVICE_COUNT, int, (int *count), hipGetDeviceCount, cudaGetDeviceCount, "", "")      \
-    X(GET_DEVICE, int, (int *device), hipGetDevice, cudaGetDevice, "", "")                     \
-    X(SET_DEVICE, int, (int device), hipSetDevice, cudaSetDevice, "", "")                      \
-    X(GET_DEVICE_PROPERTIES, int, (void *prop, int device), hipGetDevicePropertiesR0600,       \
-      cudaGetDeviceProperties_v2, "hipGetDeviceProperties", "cudaGetDeviceProperties")         \
-    X(DEVICE_GET_PCI_BUS_ID, int, (char *pciBusId, int len, int device), hipDeviceGetPCIBusId, \
-      cudaDeviceGetPCIBusId, "", "")                                                           \
-    X(DEVICE_SYNCHRONIZE, int, (void), hipDeviceSynchronize, cudaDeviceSynchronize, "", "")    \
-    X(RUNTIME_GET_VERSION, int, (int *version), hipRuntimeGetVersion, cudaRuntimeGetVersion,   \
-      "", "")                                                                                  \
-    X(STREAM_CREATE_WITH_FLAGS, int, (void **stream, unsigned int flags),                      \
-      hipStreamCreateWithFlags, cudaStreamCreateWithFlags, "", "")                             \
-    X(STREAM_DESTROY, int, (void *stream), hipStreamDestroy, cudaStreamDestroy, "", "")        \
-    X(STREAM_SYNCHRONIZE, int, (void *stream), hipStreamSynchronize, cudaStreamSynchronize,    \
-      "", "")                                                                                  \
-    X(STREAM_QUERY, int, (void *stream), hipStreamQuery, cudaStreamQuery, "", "")              \
-    X(EVENT_CREATE_WITH_FLAGS, int, (void **event, unsigned int flags),                        \
-      hipEventCreateWithFlags, cudaEventCreateWithFlags, "", "")                               \
-    X(EVENT_DESTROY, int, (void *event), hipEventDestroy, cudaEventDestroy, "", "")            \
-    X(EVENT_RECORD, int, (void *event, void *stream), hipEventRecord, cudaEventRecord, "", "") \
-    X(EVENT_SYNCHRONIZE, int, (void *event), hipEventSynchronize, cudaEventSynchronize, "",    \
-      "")                                                                                      \
-    X(EVENT_QUERY, int, (void *event), hipEventQuery, cudaEventQuery, "", "")                  \
-    X(EVENT_ELAPSED_TIME, int, (float *ms, void *start, void *stop), hipEventElapsedTime,      \
-      cudaEventElapsedTime, "", "")                                                            \
-    X(MALLOC, int, (void **ptr, size_t size), hipMalloc, cudaMalloc, "", "")                   \
-    X(FREE, int, (void *ptr), hipFree, cudaFree, "", "")                                       \
-    X(HOST_ALLOC, int, (void **ptr, size_t size, unsigned int flags), hipHostMalloc,           \
-      cudaHostAlloc, "hipHostAlloc", "")                                                       \
-    X(FREE_HOST, int, (void *ptr), hipHostFree, cudaFreeHost, "hipFreeHost", "")               \
-    X(MEMCPY, int, (void *dst, const void *src, size_t size, int kind), hipMemcpy, cudaMemcpy, \
-      "", "")                                                                                  \
-    X(MEMCPY_ASYNC, int, (void *dst, const void *src, size_t size, int kind, void *stream),    \
-      hipMemcpyAsync, cudaMemcpyAsync, "", "")                                                 \
-    X(MEMSET, int, (void *ptr, int value, size_t size), hipMemset, cudaMemset, "", "")         \
-    X(MEMSET_ASYNC, int, (void *ptr, int value, size_t size, void *stream), hipMemsetAsync,    \
-      cudaMemsetAsync, "", "")                                                                 \
-    X(POINTER_GET_ATTRIBUTES, int, (void *attributes, const void *ptr), hipPointerGetAttributes, \
-      cudaPointerGetAttributes, "", "")                                                        \
-    X(GET_ERROR_NAME, const char *, (int error), hipGetErrorName, cudaGetErrorName, "", "")    \
-    X(GET_ERROR_STRING, const char *, (int error), hipGetErrorString, cudaGetErrorString, "",  \
-      "")
+#include "gen/gpu_api.h" /* N4P_GPU_API(X), from src/gpu_runtime.def */
 
 /* Index of each entry: N4P_GPU_<id>. */
 #define N4P_GPU_ENUM_(id, ret, params, hip, cuda, hip_alt, cuda_alt) N4P_GPU_##id,

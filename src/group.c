@@ -124,10 +124,12 @@ group_ended(void)
     PyErr_Restore(et, ev, tb);
 }
 
-/* ----------------------------------------------------------- the wrappers */
+/* ----------------------------------------------------------- the wrappers
+ * Hand-written entries of the API table (flag "hand"): their docstrings and
+ * method-table entries are generated (gen/wrappers.c). */
 
-static PyObject *
-w_group_start(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+PyObject *
+n4p_w_group_start(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     if (n4p_parse_args(args, nargs, kwnames, "group_start", NULL, 0, 0, NULL) < 0)
         return NULL;
@@ -155,8 +157,8 @@ w_group_start(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
             group_ended();                                                                     \
     } while (0)
 
-static PyObject *
-w_group_end(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+PyObject *
+n4p_w_group_end(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     if (n4p_parse_args(args, nargs, kwnames, "group_end", NULL, 0, 0, NULL) < 0)
         return NULL;
@@ -170,8 +172,9 @@ w_group_end(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
 
 /* group_simulate_end() returns a new SimInfo (nccl4py 0.2);
  * group_simulate_end(sim_info) fills the caller's (0.3). */
-static PyObject *
-w_group_simulate_end(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+PyObject *
+n4p_w_group_simulate_end(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames)
 {
     static const char *const kw[] = {"sim_info", NULL};
     PyObject *a[1];
@@ -232,16 +235,6 @@ py_group_defer(PyObject *Py_UNUSED(mod), PyObject *fn)
 }
 
 PyMethodDef n4p_group_methods[] = {
-    {"group_start", (PyCFunction)(void (*)(void))w_group_start, METH_FASTCALL | METH_KEYWORDS,
-     "group_start()\n--\n\nncclGroupStart.  Counts the group depth of this thread."},
-    {"group_end", (PyCFunction)(void (*)(void))w_group_end, METH_FASTCALL | METH_KEYWORDS,
-     "group_end()\n--\n\nncclGroupEnd.  The outermost one releases what nccl.core calls made "
-     "in the group keep alive (integer addresses passed to nccl.bindings are the caller's "
-     "to keep valid)."},
-    {"group_simulate_end", (PyCFunction)(void (*)(void))w_group_simulate_end,
-     METH_FASTCALL | METH_KEYWORDS,
-     "group_simulate_end(sim_info=None)\n--\n\nncclGroupSimulateEnd: a new SimInfo, or fills "
-     "sim_info and returns None.  Ends the group like group_end."},
     {"_group_depth", py_group_depth, METH_NOARGS,
      "The group depth of this thread (0: no group open)."},
     {"_group_keep", (PyCFunction)(void (*)(void))py_group_keep, METH_FASTCALL,

@@ -9,29 +9,47 @@
 
 static PyMethodDef module_methods[] = {
     {"check_status", (PyCFunction)n4p_check_status, METH_O,
-     "check_status(status)\n--\n\nRaise NCCLError unless status is Success or InProgress."},
+     "check_status(status, /)\n--\n\n"
+     "Raise NCCLError unless status (an ncclResult_t value) is Success or InProgress.\n\n"
+     "Returns None; the error's message is the library's text for the status."},
     {"get_library_path", (PyCFunction)n4p_get_library_path, METH_NOARGS,
-     "get_library_path()\n--\n\nPath of the loaded NCCL/RCCL library (loads it if needed)."},
+     "get_library_path()\n--\n\n"
+     "The path of the loaded NCCL/RCCL library, as the dynamic loader resolved it.\n\n"
+     "Loads the library on first use; NotSupportedError lists every candidate tried when none "
+     "loads."},
     {"library_family", (PyCFunction)n4p_library_family, METH_NOARGS,
-     "library_family()\n--\n\n'nccl', 'rccl' or 'host': the family of the loaded library."},
+     "library_family()\n--\n\n"
+     "The family of the loaded library: 'nccl', 'rccl' or 'host' (the bundled host backend).\n\n"
+     "Loads the library on first use; NotSupportedError when none loads."},
     {"_loader_report", (PyCFunction)n4p_loader_report, METH_NOARGS,
-     "Load the library if possible and describe what was tried; never raises for a missing "
-     "library."},
+     "_loader_report()\n--\n\n"
+     "Load the library if possible and describe what was tried: {'decision', 'attempts', "
+     "'path', 'error', 'missing', 'family'}; never raises for a missing library."},
     {"_api_table", (PyCFunction)n4p_api_table_list, METH_NOARGS,
-     "[(symbol, alternatives, python name, first version, resolved)] for every table entry."},
+     "_api_table()\n--\n\n"
+     "[(symbol, alternatives, python name, first version, resolved)] for every entry of the "
+     "API table; resolved is None before the library is loaded."},
     {"_struct_layouts", (PyCFunction)n4p_struct_layouts, METH_NOARGS,
-     "{struct name: (sizeof, [(field, offset, type code)])}"},
+     "_struct_layouts()\n--\n\n{struct name: (sizeof, [(field, offset, type code)])}"},
     {"resolve_buffer", (PyCFunction)(void (*)(void))n4p_py_resolve_buffer,
      METH_FASTCALL | METH_KEYWORDS,
      "resolve_buffer(obj, name='buffer', writable=False, keep=False)\n--\n\n"
-     "(ptr, count, nccl dtype, DLPack device type, device id, readonly) of a buffer argument.\n"
+     "(ptr, count, nccl dtype, DLPack device type, device id, readonly) of a buffer argument "
+     "obj; name is the argument's name in error messages, writable says that the library "
+     "writes into it.\n"
      "With keep=True inside a group, obj and its export stay alive until the outermost "
-     "group end (for a call queued on the returned address)."},
+     "group end (for a call queued on the returned address).\n\n"
+     "Raises NcclInvalid for memory the library cannot take (a layout that is not row-major, "
+     "an unsupported dtype, read-only memory with writable=True), TypeError for an object "
+     "with no buffer protocol."},
     {"_trace_dump_all", (PyCFunction)n4p_trace_dump_all, METH_O,
      "_trace_dump_all(reason) -> n: write every traced communicator's flight record into "
      "NCCL4PY_TRACE_DIR."},
     {"resolve_stream", (PyCFunction)n4p_py_resolve_stream, METH_O,
-     "resolve_stream(obj)\n--\n\nThe stream handle (int) of a stream argument."},
+     "resolve_stream(obj, /)\n--\n\n"
+     "The stream handle (int) of a stream argument: None gives 0; an int, an object with "
+     "__cuda_stream__, .handle, .cuda_stream or .ptr.\n\n"
+     "Raises TypeError naming the accepted kinds for anything else."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -43,8 +61,7 @@ module_exec(PyObject *mod)
         n4p_init_pointer_box(mod, st) < 0 || n4p_init_handles(mod, st) < 0 || n4p_init_buffers(mod, st) < 0 ||
         n4p_init_communicator(mod, st) < 0 || n4p_init_gpu_runtime(mod, st) < 0)
         return -1;
-    if (PyModule_AddFunctions(mod, n4p_generated_methods) < 0 ||
-        PyModule_AddFunctions(mod, n4p_wrapper_methods) < 0 ||
+    if (PyModule_AddFunctions(mod, n4p_api_methods) < 0 ||
         PyModule_AddFunctions(mod, n4p_group_methods) < 0)
         return -1;
     if (PyModule_AddIntConstant(mod, "API_COUNT", N4P_API_COUNT) < 0 ||
@@ -110,8 +127,33 @@ module_free(void *mod)
     module_clear((PyObject *)mod);
 }
 
+/*
+ * Interpreters.  All Python state is in the module state (one per module
+ * object) and the types are heap types; what is process-wide is C data (the
+ * loaded libraries, see lazylib.h).  Subinterpreters that share the main GIL
+ * are supported (tests/test_module_state.py).  A per-interpreter GIL is not:
+ * callbacks that reach Python from a library thread or a consumer use the
+ * PyGILState API, which knows only the main interpreter (the host backend's
+ * interrupt check in loader.c, which in a subinterpreter therefore sees the
+ * main interpreter's signals only; the deleters of gpu_runtime.c's DLPack
+ * capsules), and the per-thread group keep list (group.c) is shared by the
+ * interpreters a thread runs.  So importing the module in an interpreter
+ * with its own GIL is refused with ImportError.
+ *
+ * The GIL.  The module relies on it: the per-type caches of buffer.c and
+ * stream.c, the communicator's call guard and the group keep list are
+ * touched without locks of their own, and no free-threaded build has run the
+ * thread tests (none is available here).  So Py_MOD_GIL_USED: a
+ * free-threaded interpreter re-enables the GIL when it imports the module.
+ */
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, module_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_SUPPORTED},
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
     {0, NULL},
 };
 

@@ -1,8 +1,12 @@
-"""The API table itself: generated code is current, and every entry's C
-signature agrees with a real NCCL header when one is on the machine."""
+"""The API table itself: generated code is current (and the check covers
+every generated file), every entry's C signature agrees with a real NCCL
+header when one is on the machine, and the host backend exports exactly the
+entries the table says it implements."""
 from __future__ import annotations
 
+import ctypes
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +21,64 @@ def test_generated_files_are_current():
     p = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_api.py"), "--check"],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+
+
+def test_the_check_covers_every_generated_file(tmp_path):
+    """In a copy of the tree, each generated file (and each generated part of
+    a hand-kept file) made stale in turn fails `--check`, naming it."""
+    files = gen_api.generated_files()
+    assert {p.name for p in (ROOT / "src" / "gen").iterdir()} == \
+        {p.name for p in files if p.parent == ROOT / "src" / "gen"}
+    assert {ROOT / "host" / "api_decls.h", ROOT / "nccl" / "_nccl.pyi",
+            ROOT / "nccl" / "_runtime.py"} <= set(files)
+    for sub in ("tools", "src", "host", "nccl"):
+        shutil.copytree(ROOT / sub, tmp_path / sub,
+                        ignore=shutil.ignore_patterns("*.so", "*.o", "__pycache__", "_lib"))
+    check = [sys.executable, str(tmp_path / "tools" / "gen_api.py"), "--check"]
+    assert subprocess.run(check, capture_output=True).returncode == 0
+    for path in files:
+        rel = path.relative_to(ROOT)
+        copy = tmp_path / rel
+        good = copy.read_text()
+        marker = "# ---- END generated"
+        # inside the generated part where there is one
+        stale = good.replace(marker, "x = 1\n" + marker) if marker in good else good + "\n"
+        copy.write_text(stale)
+        p = subprocess.run(check, capture_output=True, text=True)
+        copy.write_text(good)
+        assert p.returncode == 1 and str(rel) in p.stderr, (rel, p.stderr)
+
+
+def test_the_host_backend_exports_what_the_table_says():
+    lib_path = ROOT / "nccl" / "_lib" / "libnccl4py_host.so"
+    if not lib_path.exists():
+        import nccl
+
+        lib_path = Path(nccl.__file__).parent / "_lib" / "libnccl4py_host.so"
+    lib = ctypes.CDLL(str(lib_path))
+    for e in gen_api.parse_table():
+        for sym in e.symbols:
+            assert hasattr(lib, sym) == e.host, (sym, "flag host" if e.host else "no flag host")
+
+
+@pytest.mark.parametrize("line, error", [
+    ("ncclX | x | 2.3.5 | status | host | int a", "expected 7 columns"),
+    ("ncclX | x | 2.3.5 | long | host | int a | s", "unknown return kind"),
+    ("ncclX | x | 2.3.5 | status | gpu | int a | s", "unknown flags"),
+    ("ncclX | x | 2.3.5 | status | - | int a |", "summary"),
+    ("ncclX | x | 2.3.5 | status | - | float a | s", "bad parameter"),
+    ("ncclX | x | 2.3.5 | status | - | int a? | s", "not an out kind"),
+    ("ncclX | x | 2.3.5 | status | - | out_int a?, out_ptr b? | s", "at most one"),
+    ("ncclX | x | 2.3.5 | cstr | - | out_int a | s", "need a status return"),
+    ("ncclX | x | 2.3.5 | status | - | props p | s", "written p?"),
+    ("ncclX | x | 2.3.5 | status | - | int_array a | s", "needs its length"),
+    ("ncclX | x | 2.3.5 | status | - | int_array a[n] | s", "no parameter n"),
+    ("ncclX | x | 2.3.5 | status | - | size n, int_array a[n] | s", "must be an int"),
+    ("ncclX | x | 2.3.5 | status | - | int_array a[n]=None, int n | s", "must be trailing"),
+])
+def test_bad_table_lines_are_refused(line, error):
+    with pytest.raises(SystemExit, match=re.escape(error)):
+        gen_api.parse_entry(line, "test")
 
 
 def test_table_entries_are_unique_and_well_formed():
@@ -39,7 +101,8 @@ def _header_prototypes(incdir: Path) -> dict[str, list[str]]:
     text = "\n".join(p.read_text(errors="replace") for p in incdir.rglob("*.h"))
     text = re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
     protos = {}
-    for m in re.finditer(r"(?:ncclResult_t|const\s+char\s*\*)\s*(nccl[A-Za-z0-9]+)\s*\(([^;{)]*)\)\s*;", text):
+    for m in re.finditer(r"(?:ncclResult_t|const\s+char\s*\*|\bint|\bvoid)\s*"
+                         r"(nccl[A-Za-z0-9]+)\s*\(([^;{)]*)\)\s*;", text):
         name, params = m.group(1), m.group(2).strip()
         if params in ("", "void"):
             protos[name] = []

@@ -190,3 +190,21 @@ def test_real_cudart_device_count_never_crashes():
     else:
         assert int(lines[1].split()[1]) >= 0
     assert "CUDA-capable device" in lines[2]
+
+
+def test_the_layer_is_the_table():
+    """The C symbols bound, the Python functions and nccl._runtime's names all
+    come from src/gpu_runtime.def."""
+    import gen_gpu
+
+    from nccl import _nccl, _runtime
+
+    fns, pys = gen_gpu.parse_table()
+    assert _nccl.gpu_runtime_table() == [
+        (f.hip[0], f.cuda[0], (f.hip[1:] or [""])[0], (f.cuda[1:] or [""])[0]) for f in fns]
+    assert sorted(n for n in dir(_nccl) if n.startswith("gpu_runtime_")) == \
+        sorted(f"gpu_runtime_{p.name}" for p in pys)
+    for p in pys:
+        assert getattr(_runtime, p.name) is getattr(_nccl, f"gpu_runtime_{p.name}")
+        assert p.name in _runtime.__all__
+    assert all(hasattr(_runtime, n) for n in _runtime.__all__)

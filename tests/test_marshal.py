@@ -3,7 +3,9 @@ record proves that each argument reached the right C parameter with the
 right C type (pointers with the top bit set, sizes >= 2**32, negative ints,
 enum values), in both calling conventions.
 
-The test fails when a table entry has no case here.
+The tests fail when a table entry has no case here (entries whose every
+parameter is one int are covered by the generic cases), no wrapper, no
+function in the recording stub, or no typed entry in nccl/_nccl.pyi.
 """
 from __future__ import annotations
 
@@ -71,13 +73,20 @@ def fields(record: str) -> dict[str, str]:
     return out
 
 
-SIMPLE = [e for e in TABLE if e.simple]
+# Entries whose every parameter is one int: a generic case each.  The stub
+# returns STUB_OUT_INT + index from a function that returns an int.
+SIMPLE = [e for e in TABLE if not e.hand and e.ret in ("status", "int")
+          and all(p.kind in gen_api.SIMPLE_KINDS for p in e.params)]
+
+
+def result_for(entry):
+    return OUT_INT + idx(entry) if entry.ret == "int" else None
 
 
 @pytest.mark.parametrize("entry", SIMPLE, ids=lambda e: e.pyname)
 def test_simple_positional(stub, entry):
     args, expected = values_for(entry)
-    assert getattr(b, entry.pyname)(*args) is None
+    assert getattr(b, entry.pyname)(*args) == result_for(entry)
     assert last(stub) == expected
 
 
@@ -85,7 +94,7 @@ def test_simple_positional(stub, entry):
 def test_simple_keywords(stub, entry):
     args, expected = values_for(entry)
     kwargs = {p.pyname: v for p, v in zip(entry.params, args)}
-    getattr(b, entry.pyname)(**kwargs)
+    assert getattr(b, entry.pyname)(**kwargs) == result_for(entry)
     assert last(stub) == expected
 
 
@@ -475,13 +484,46 @@ HAND_WRITTEN = {name[5:]: fn for name, fn in globals().items() if name.startswit
 
 
 def test_every_table_entry_has_a_case():
-    missing = [e.pyname for e in TABLE if not e.simple and e.pyname not in HAND_WRITTEN]
+    missing = [e.pyname for e in TABLE if e not in SIMPLE and e.pyname not in HAND_WRITTEN]
     assert missing == [], f"table entries without a marshaling case: {missing}"
+    stale = [n for n in HAND_WRITTEN if n not in BY_PY]
+    assert stale == [], f"marshaling cases of no table entry: {stale}"
+
+
+def test_every_table_entry_has_its_wrapper():
+    """The module's function is the one generated for the entry: its
+    docstring (text signature included) is the generator's."""
     for e in TABLE:
-        assert hasattr(b, e.pyname), e.pyname
+        fn = getattr(_nccl, e.pyname, None)
+        assert fn is not None, f"no wrapper for {e.name}"
+        assert getattr(b, e.pyname) is fn
+        sig, _, doc = gen_api.docstring(e).partition("\n--\n\n")
+        assert fn.__doc__ == doc, e.pyname
+        assert fn.__text_signature__ == sig[len(e.pyname):], e.pyname
 
 
-@pytest.mark.parametrize("name", sorted(n for n in HAND_WRITTEN if not BY_PY[n].simple))
+def test_every_table_entry_is_in_the_stub(recording_stub):
+    missing = [e.name for e in TABLE if not hasattr(recording_stub, e.name)]
+    assert missing == [], f"the recording stub lacks {missing}"
+
+
+def test_every_table_entry_has_a_typed_stub_entry():
+    """nccl/_nccl.pyi types every entry: one def, or one overload per form
+    when an optional out-argument selects the calling convention."""
+    from conftest import ROOT
+
+    pyi = (ROOT / "nccl" / "_nccl.pyi").read_text()
+    for e in TABLE:
+        defs = re.findall(rf"^(@overload\n)?def {e.pyname}\((.*)\) -> (.+): \.\.\.$", pyi, re.M)
+        want = 2 if e.optional_out else 1
+        assert len(defs) == want, (e.pyname, defs)
+        assert all(bool(d[0]) == (want == 2) for d in defs), e.pyname
+        assert all("Any" not in d[1] for d in defs), (e.pyname, "untyped")
+        names = [p.pyname for p in e.py_params]
+        assert re.findall(r"(\w+):", defs[-1][1]) == names, (e.pyname, defs[-1][1])
+
+
+@pytest.mark.parametrize("name", sorted(n for n in HAND_WRITTEN if BY_PY[n] not in SIMPLE))
 def test_hand_written(stub, name):
     HAND_WRITTEN[name](stub)
     assert stub.nccl4pyStubCallCount() > 0

@@ -93,3 +93,26 @@ def test_comm_init_fails_with_the_library_s_message(probe):
         # "<Name> (<value>): <ncclGetErrorString>" then the library's last-error text
         assert msg.startswith(f"{rname} ({status}): {out['own_strings'][rname]}"), msg
         assert "[last error: " in msg
+
+
+LL_A2A = r"""
+import ctypes, json
+import nccl.bindings as b
+lib = ctypes.CDLL(b.get_library_path())
+cases = [(1, 1), (1, 8), (100, 4), (1000, 16), (4096, 3), (0, 8)]
+print(json.dumps({"version": b.get_version(),
+                  "ours": [b.ll_a2a_calc_slots(n, s) for n, s in cases],
+                  "keywords": b.ll_a2a_calc_slots(max_elt_size=16, max_elts=1000),
+                  "own": [lib.ncclLLA2ACalcSlots(n, s) for n, s in cases]}))
+"""
+
+
+def test_ll_a2a_calc_slots_is_the_library_s_own():
+    env, _ = _real_nccl_env()
+    p = run_python(LL_A2A, env, timeout=120)
+    if p.returncode != 0 and "FunctionNotFoundError" in p.stderr:
+        pytest.skip("the wheel's NCCL predates ncclLLA2ACalcSlots (2.28.3)")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["ours"] == out["own"] and out["keywords"] == out["own"][3]
+    assert out["own"][3] >= 1000  # a buffer for 1000 elements has at least as many slots

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""Generate C code from the API table (src/nccl_api.def).
+"""Generate everything that follows from the API tables.
 
-    python tools/gen_api.py                 # rewrite src/gen/*.h|c (checked in)
-    python tools/gen_api.py --check         # exit 1 if src/gen is stale
+    python tools/gen_api.py                 # rewrite the generated files
+    python tools/gen_api.py --check         # exit 1 if any of them is stale
     python tools/gen_api.py --stub OUT.c    # write the recording stub library
     python tools/gen_api.py --noop OUT.c    # write the no-op library (bench)
+
+Tables: src/nccl_api.def (the NCCL/RCCL functions) and src/gpu_runtime.def
+(the HIP/CUDA runtime functions and the gpu_runtime_* Python functions).
+Outputs (see generated_files() and src/README.md): src/gen/*, host/api_decls.h,
+and the marked generated parts of nccl/_nccl.pyi and nccl/_runtime.py.
 
 Only the standard library is used, so setup.py and the tests can run it.
 """
@@ -19,63 +24,114 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "src" / "nccl_api.def"
 GEN_DIR = ROOT / "src" / "gen"
+HOST_DECLS = ROOT / "host" / "api_decls.h"
+PYI = ROOT / "nccl" / "_nccl.pyi"
+ROCM_PY = ROOT / "nccl" / "bindings" / "rocm_extensions.py"
 
-# kind -> C type of the parameter
-C_TYPES = {
-    "cptr": "const void*",
-    "ptr": "void*",
-    "size": "size_t",
-    "int": "int",
-    "uint": "unsigned int",
-    "dtype": "ncclDataType_t",
-    "redop": "ncclRedOp_t",
-    "residence": "ncclScalarResidence_t",
-    "memstat": "ncclCommMemStat_t",
-    "result": "ncclResult_t",
-    "comm": "ncclComm_t",
-    "stream": "cudaStream_t",
-    "win": "ncclWindow_t",
-    "uid": "ncclUniqueId",
-    "cuid_ptr": "const ncclUniqueId*",
-    "uid_ptr": "ncclUniqueId*",
-    "uid_array": "ncclUniqueId*",
-    "config": "ncclConfig_t*",
-    "siminfo": "ncclSimInfo_t*",
-    "props": "ncclCommProperties_t*",
-    "sigdesc": "ncclWaitSignalDesc_t*",
-    "devreqs": "const ncclDevCommRequirements_t*",
-    "devcomm_out": "ncclDevComm_t*",
-    "cdevcomm": "const ncclDevComm_t*",
-    "int_array": "int*",
-    "size_array": "const size_t*",
-    "out_ptr": "void**",
-    "out_comm": "ncclComm_t*",
-    "out_win": "ncclWindow_t*",
-    "out_int": "int*",
-    "out_result": "ncclResult_t*",
-    "out_redop": "ncclRedOp_t*",
-    "out_u64": "uint64_t*",
-}
-RET_TYPES = {"status": "ncclResult_t", "cstr": "const char*"}
-# Entries with simple parameters that still have a hand-written wrapper:
-# the group calls count the group depth (src/group.c).
-HAND_WRITTEN = {"ncclGroupStart", "ncclGroupEnd"}
 
-# Kinds a generated wrapper converts from one Python int, and the converter.
-SIMPLE_KINDS = {
-    "cptr": ("const void*", "n4p_arg_ptr", "(void **)"),
-    "ptr": ("void*", "n4p_arg_ptr", "(void **)"),
-    "comm": ("ncclComm_t", "n4p_arg_ptr", "(void **)"),
-    "stream": ("cudaStream_t", "n4p_arg_ptr", "(void **)"),
-    "win": ("ncclWindow_t", "n4p_arg_ptr", "(void **)"),
-    "size": ("size_t", "n4p_arg_size", ""),
-    "int": ("int", "n4p_arg_int", ""),
-    "uint": ("unsigned int", "n4p_arg_uint", ""),
-    "dtype": ("int", "n4p_arg_int", ""),
-    "redop": ("int", "n4p_arg_int", ""),
-    "residence": ("int", "n4p_arg_int", ""),
-    "memstat": ("int", "n4p_arg_int", ""),
+# --------------------------------------------------------------------------
+# parameter kinds
+
+@dataclass(frozen=True)
+class Kind:
+    """What a parameter kind means for C, for Python and for the docs.
+
+    role: "in" (converted from one Python argument), "array" (an input array
+    whose length is another parameter, written name[len]), "out" (the library
+    writes it: the wrapper returns it, or with `name?` the caller may pass
+    its storage).
+    """
+    ctype: str                 # C type of the parameter
+    role: str
+    conv: str = ""             # in: the converter f(obj, name, &local) of a one-int argument
+    local: str = ""            # in: the local's C type; out: the C type the library writes
+    cast: str = ""             # in: cast of &local for the converter
+    struct: str = ""           # the struct kind (N4P_S_*) of a struct passed by pointer
+    nullable: bool = False     # in structs: None and 0 give NULL
+    box: str = ""              # out: C expression making the Python result of {v}
+    zero: str = "0"            # out: the local's initial value
+    pytype: str = "int"        # Python argument type (.pyi)
+    ret: str = "int"           # out: Python result type (.pyi)
+    doc: str = ""              # what the argument is
+
+
+_PTR = dict(conv="n4p_arg_ptr", cast="(void **)")
+_ENUM = dict(conv="n4p_arg_int", local="int")
+KINDS: dict[str, Kind] = {
+    # one Python int each
+    "cptr": Kind("const void*", "in", local="const void*", doc="address of the data to send", **_PTR),
+    "ptr": Kind("void*", "in", local="void*", doc="address", **_PTR),
+    "comm": Kind("ncclComm_t", "in", local="ncclComm_t", doc="communicator handle", **_PTR),
+    "stream": Kind("cudaStream_t", "in", local="cudaStream_t",
+                   doc="stream handle (0: the default stream)", **_PTR),
+    "win": Kind("ncclWindow_t", "in", local="ncclWindow_t", doc="window handle", **_PTR),
+    "size": Kind("size_t", "in", conv="n4p_arg_size", local="size_t", doc="int in [0, 2**64)"),
+    "int": Kind("int", "in", conv="n4p_arg_int", local="int", doc="C int"),
+    "uint": Kind("unsigned int", "in", conv="n4p_arg_uint", local="unsigned int",
+                 doc="C unsigned int"),
+    "dtype": Kind("ncclDataType_t", "in", doc="data type (DataType)", **_ENUM),
+    "redop": Kind("ncclRedOp_t", "in", doc="reduction (RedOp, or an op made by "
+                  "red_op_create_pre_mul_sum)", **_ENUM),
+    "residence": Kind("ncclScalarResidence_t", "in", doc="where the scalar is (ScalarResidence)",
+                      **_ENUM),
+    "memstat": Kind("ncclCommMemStat_t", "in", doc="which statistic (CommMemStat)", **_ENUM),
+    "result": Kind("ncclResult_t", "in", doc="status code (Result)", **_ENUM),
+    # other inputs
+    "uid": Kind("ncclUniqueId", "in", pytype="UniqueId | Buffer | int",
+                doc="unique id (passed by value): a UniqueId or 128 bytes, or their address"),
+    "cuid_ptr": Kind("const ncclUniqueId*", "in", pytype="UniqueId | Buffer | int | None",
+                     doc="unique id: a UniqueId or 128 bytes, or their address; None or 0 for "
+                         "none"),
+    "config": Kind("ncclConfig_t*", "in", struct="N4P_S_CONFIG", nullable=True,
+                   pytype="Config | int | None",
+                   doc="options: a Config or its address; None or 0 for the defaults"),
+    "devreqs": Kind("const ncclDevCommRequirements_t*", "in", struct="N4P_S_DEV_COMM_REQUIREMENTS",
+                    pytype="DevCommRequirements | int",
+                    doc="a DevCommRequirements or its address"),
+    "cdevcomm": Kind("const ncclDevComm_t*", "in", struct="N4P_S_DEV_COMM",
+                     pytype="DevComm | int", doc="a DevComm or its address"),
+    # arrays (name[len])
+    "uid_array": Kind("ncclUniqueId*", "array", pytype="Sequence[UniqueId | Buffer | int] | Buffer | int",
+                      doc="unique ids: a sequence of them (UniqueId, 128 bytes or an address "
+                          "each), or one buffer or address holding them all"),
+    "sigdesc": Kind("ncclWaitSignalDesc_t*", "array", struct="N4P_S_WAIT_SIGNAL_DESC",
+                    pytype="Sequence[WaitSignalDesc] | Buffer | int",
+                    doc="descriptors: a sequence of WaitSignalDesc, or one buffer or address "
+                        "holding them all"),
+    "int_array": Kind("int*", "array", pytype="Sequence[int] | int | None",
+                      doc="ints: a sequence (copied for the call), an address, or None"),
+    "size_array": Kind("const size_t*", "array", pytype="Sequence[int] | int",
+                       doc="size_t values: a sequence (copied for the call) or an address"),
+    # written by the library
+    "out_ptr": Kind("void**", "out", local="void *", zero="NULL", box="PyLong_FromVoidPtr({v})", doc="address"),
+    "out_comm": Kind("ncclComm_t*", "out", local="ncclComm_t", zero="NULL", box="PyLong_FromVoidPtr((void *){v})",
+                     doc="new communicator handle"),
+    "out_win": Kind("ncclWindow_t*", "out", local="ncclWindow_t", zero="NULL",
+                    box="PyLong_FromVoidPtr((void *){v})", doc="new window handle"),
+    "out_int": Kind("int*", "out", local="int", box="PyLong_FromLong((long){v})", doc="C int"),
+    "out_result": Kind("ncclResult_t*", "out", local="ncclResult_t",
+                       box="PyLong_FromLong((long){v})", doc="status code (Result)"),
+    "out_redop": Kind("ncclRedOp_t*", "out", local="ncclRedOp_t", box="PyLong_FromLong((long){v})",
+                      doc="new reduction op"),
+    "out_u64": Kind("uint64_t*", "out", local="uint64_t",
+                    box="PyLong_FromUnsignedLongLong((unsigned long long){v})", doc="uint64"),
+    "uid_ptr": Kind("ncclUniqueId*", "out", struct="N4P_S_UNIQUE_ID", pytype="UniqueId | Buffer | int",
+                    ret="UniqueId", doc="storage for the id: a UniqueId, a writable buffer of 128 "
+                                        "bytes, or its address"),
+    "props": Kind("ncclCommProperties_t*", "out", struct="N4P_S_COMM_PROPERTIES",
+                  pytype="CommProperties | int", ret="CommProperties",
+                  doc="storage: a CommProperties or its address"),
+    "siminfo": Kind("ncclSimInfo_t*", "out", struct="N4P_S_SIM_INFO", pytype="SimInfo | int",
+                    ret="SimInfo", doc="storage: a SimInfo or its address"),
+    "devcomm_out": Kind("ncclDevComm_t*", "out", struct="N4P_S_DEV_COMM", pytype="DevComm | int",
+                        ret="DevComm", doc="storage: a DevComm or its address"),
 }
+C_TYPES = {k: v.ctype for k, v in KINDS.items()}
+RET_TYPES = {"status": "ncclResult_t", "cstr": "const char*", "int": "int", "void": "void"}
+FLAGS = {"host", "hand"}
+# Kinds a wrapper converts from one Python int: their entries' wrappers are
+# the simplest generated shape (and the hot path of nccl.bindings).
+SIMPLE_KINDS = {k for k, v in KINDS.items() if v.conv}
 
 
 def snake(name: str) -> str:
@@ -86,14 +142,26 @@ def snake(name: str) -> str:
 class Param:
     kind: str
     name: str
+    optional_out: bool = False   # name?
+    length: str = ""             # name[len]
+    default: str = ""            # name=None
 
     @property
     def ctype(self) -> str:
         return C_TYPES[self.kind]
 
     @property
+    def k(self) -> Kind:
+        return KINDS[self.kind]
+
+    @property
     def pyname(self) -> str:
         return snake(self.name)
+
+    @property
+    def in_python(self) -> bool:
+        """Whether the wrapper takes it as an argument."""
+        return self.k.role != "out" or self.optional_out
 
 
 @dataclass
@@ -103,45 +171,112 @@ class Entry:
     since: str
     ret: str
     params: list[Param]
+    flags: set[str]
+    summary: str = ""
 
     @property
     def name(self) -> str:
         return self.symbols[0]
 
     @property
+    def hand(self) -> bool:
+        return "hand" in self.flags
+
+    @property
+    def host(self) -> bool:
+        return "host" in self.flags
+
+    @property
     def simple(self) -> bool:
-        return (self.ret == "status" and self.name not in HAND_WRITTEN
+        """A generated wrapper taking one int per parameter and returning None."""
+        return (self.ret == "status" and not self.hand
                 and all(p.kind in SIMPLE_KINDS for p in self.params))
+
+    @property
+    def py_params(self) -> list[Param]:
+        return [p for p in self.params if p.in_python]
+
+    @property
+    def optional_out(self) -> Param | None:
+        return next((p for p in self.params if p.optional_out), None)
+
+    @property
+    def returned(self) -> list[Param]:
+        """Out-parameters the wrapper returns (without caller storage)."""
+        return [p for p in self.params if p.k.role == "out" and not p.optional_out]
 
     def proto(self, fname: str) -> str:
         ps = ", ".join(f"{p.ctype} {p.name}" for p in self.params) or "void"
         return f"{RET_TYPES[self.ret]} {fname}({ps})"
 
 
+_PARAM = re.compile(r"^(\w+)\s+(\w+)(\?)?(?:\[(\w+)\])?(?:=(None))?$")
+
+
+def parse_entry(line: str, where: str) -> Entry:
+    cols = [c.strip() for c in line.split("|")]
+    if len(cols) != 7:
+        raise SystemExit(f"{where}: expected 7 columns, got {len(cols)}")
+    syms, pyname, since, ret, flags, params, summary = cols
+    if ret not in RET_TYPES:
+        raise SystemExit(f"{where}: unknown return kind {ret!r}")
+    fl = set(flags.split()) - {"-"}
+    if fl - FLAGS:
+        raise SystemExit(f"{where}: unknown flags {sorted(fl - FLAGS)}")
+    if not summary:
+        raise SystemExit(f"{where}: the summary column is empty")
+    plist = []
+    for p in filter(None, (x.strip() for x in params.split(","))):
+        m = _PARAM.match(p)
+        if m is None or m.group(1) not in KINDS:
+            raise SystemExit(f"{where}: bad parameter {p!r}")
+        plist.append(Param(m.group(1), m.group(2), bool(m.group(3)), m.group(4) or "",
+                           m.group(5) or ""))
+    e = Entry(syms.split("/"), pyname, since, ret, plist, fl, summary)
+    _validate(e, where)
+    return e
+
+
+def _validate(e: Entry, where: str) -> None:
+    names = [p.name for p in e.params]
+    opts = [p for p in e.params if p.optional_out]
+    if len(opts) > 1:
+        raise SystemExit(f"{where}: at most one optional out-argument")
+    if (opts or e.returned) and e.ret != "status":
+        raise SystemExit(f"{where}: out-arguments need a status return")
+    pys = e.py_params
+    for i, p in enumerate(pys):
+        if p.default and any(not q.default for q in pys[i + 1:]):
+            raise SystemExit(f"{where}: {p.name}=None must be trailing")
+    for p in e.params:
+        if p.optional_out and p.k.role != "out":
+            raise SystemExit(f"{where}: {p.name}? is not an out kind")
+        if p.k.role == "out" and p.k.struct and not p.optional_out and not e.hand:
+            raise SystemExit(f"{where}: a struct out-argument is written {p.name}?")
+        if p.length and p.length not in names:
+            raise SystemExit(f"{where}: {p.name}[{p.length}]: no parameter {p.length}")
+        if p.k.role == "array" and not p.length and not e.hand:
+            raise SystemExit(f"{where}: the array {p.name} needs its length, {p.name}[len]")
+        if p.length and next(q for q in e.params if q.name == p.length).kind != "int":
+            raise SystemExit(f"{where}: the length {p.length} must be an int parameter")
+    if opts and e.ret == "status" and len(e.returned) > 0:
+        raise SystemExit(f"{where}: an optional out-argument excludes other returned outs")
+
+
 def parse_table(path: Path = TABLE) -> list[Entry]:
     entries = []
     for lineno, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        cols = [c.strip() for c in line.split("|")]
-        if len(cols) != 5:
-            raise SystemExit(f"{path}:{lineno}: expected 5 columns, got {len(cols)}")
-        syms, pyname, since, ret, params = cols
-        if ret not in RET_TYPES:
-            raise SystemExit(f"{path}:{lineno}: unknown return kind {ret!r}")
-        plist = []
-        for p in filter(None, (x.strip() for x in params.split(","))):
-            kind, _, name = p.partition(" ")
-            if kind not in C_TYPES or not name:
-                raise SystemExit(f"{path}:{lineno}: bad parameter {p!r}")
-            plist.append(Param(kind, name.strip()))
-        entries.append(Entry(syms.split("/"), pyname, since, ret, plist))
+        if line:
+            entries.append(parse_entry(line, f"{path}:{lineno}"))
     return entries
 
 
 HEADER = "/* Generated by tools/gen_api.py from src/nccl_api.def. Do not edit. */\n"
 
+
+# --------------------------------------------------------------------------
+# C: the table header, the wrappers and the method table
 
 def gen_table_h(entries: list[Entry]) -> str:
     out = [HEADER, "#ifndef NCCL4PY_GEN_API_TABLE_H", "#define NCCL4PY_GEN_API_TABLE_H",
@@ -164,65 +299,421 @@ def gen_table_h(entries: list[Entry]) -> str:
     return "\n".join(out)
 
 
+FASTCALL = "PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames"
+
+
+def gen_wrappers_h(entries: list[Entry]) -> str:
+    out = [HEADER, "#ifndef NCCL4PY_GEN_API_WRAPPERS_H", "#define NCCL4PY_GEN_API_WRAPPERS_H", "",
+           "/* Every table entry's wrapper, docstring and text signature (gen/wrappers.c). */",
+           "extern PyMethodDef n4p_api_methods[];", "",
+           "/* The hand-written wrappers (flag \"hand\" in the table). */"]
+    for e in entries:
+        if e.hand:
+            out.append(f"PyObject *n4p_w_{e.pyname}({FASTCALL});")
+    out += ["", "#endif", ""]
+    return "\n".join(out)
+
+
+def _c_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _gen_simple(e: Entry) -> list[str]:
+    """The shape of the hot path: every argument one int, the status back."""
+    out = _gen_prologue(e)
+    for i, p in enumerate(e.params):
+        out.append(f"    {p.k.local} v{i};")
+    for i, p in enumerate(e.params):
+        k = p.k
+        out.append(f'    if ({k.conv}(a[{i}], "{p.pyname}", {k.cast}&v{i}) < 0)')
+        out.append("        return NULL;")
+    callargs = ", ".join(f"({p.ctype})v{i}" if p.k.local != p.ctype else f"v{i}"
+                         for i, p in enumerate(e.params))
+    out += ["    ncclResult_t r;", "    Py_BEGIN_ALLOW_THREADS", f"    r = fn({callargs});",
+            "    Py_END_ALLOW_THREADS", "    return n4p_status_none(mod, r);"]
+    return out
+
+
+def _gen_prologue(e: Entry) -> list[str]:
+    """Parse the arguments, then get the function (loading the library)."""
+    out: list[str] = []
+    pys = e.py_params
+    n = len(pys)
+    opt = e.optional_out
+    if n:
+        names = ", ".join(f'"{p.pyname}"' for p in pys)
+        out.append(f"    static const char *const kw[] = {{{names}, NULL}};")
+        out.append(f"    PyObject *a[{n}];")
+        trailing = 0  # the run of optional arguments at the end
+        for p in reversed(pys):
+            if p.default or p is opt:
+                trailing += 1
+            else:
+                break
+        slot = pys.index(opt) if opt is not None else -1
+        if opt is not None and slot < n - trailing:
+            out.append(f'    int given = n4p_parse_args_out(args, nargs, kwnames, "{e.pyname}", '
+                       f"kw, {n}, {slot}, a);")
+            out.append("    if (given < 0)")
+        else:
+            out.append(f'    if (n4p_parse_args(args, nargs, kwnames, "{e.pyname}", kw, '
+                       f"{n - trailing}, {n}, a) < 0)")
+        out.append("        return NULL;")
+        if opt is not None and slot >= n - trailing:
+            out.append(f"    int given = a[{slot}] != NULL;")
+    else:
+        out.append(f'    if (n4p_parse_args(args, nargs, kwnames, "{e.pyname}", NULL, 0, 0, NULL) < 0)')
+        out.append("        return NULL;")
+    out += [f"    {e.name}_fn fn = ({e.name}_fn)n4p_fn(mod, N4P_IDX_{e.name});",
+            "    if (fn == NULL)", "        return NULL;"]
+    return out
+
+
+def _gen_general(e: Entry) -> list[str]:
+    """Any other generated wrapper (see src/README.md for the shapes)."""
+    out = _gen_prologue(e)
+    pys = e.py_params
+    slot = {p.name: j for j, p in enumerate(pys)}
+    opt = e.optional_out
+    idx = {p.name: i for i, p in enumerate(e.params)}
+    if any(p.k.struct for p in e.params):
+        out.append("    n4p_state *st = n4p_get_state(mod);")
+    # locals; everything that needs releasing is declared before the first jump
+    decls, convs, late, cleanup = [], [], [], []
+    newobj = False
+    for i, p in enumerate(e.params):
+        k, v = p.k, f"v{i}"
+        src = f"a[{slot[p.name]}]" if p.in_python else ""
+        if k.role == "in" and k.conv:
+            decls.append(f"    {k.local} {v};")
+            convs.append((f'{k.conv}({src}, "{p.pyname}", {k.cast}&{v})', p))
+        elif k.role == "in" and p.kind == "uid":
+            decls.append(f"    ncclUniqueId {v};")
+            convs.append((f'n4p_arg_uid({src}, "{p.pyname}", &{v})', p))
+        elif k.role == "in" and p.kind == "cuid_ptr":
+            decls.append(f"    ncclUniqueId s{i};")
+            decls.append(f"    const ncclUniqueId *{v} = NULL;")
+            convs.append((f'n4p_arg_uid_opt({src}, "{p.pyname}", &s{i}, &{v})', p))
+        elif k.role == "in" and k.struct:
+            decls.append(f"    void *{v} = NULL;")
+            convs.append((f'n4p_arg_struct(st, {k.struct}, {src}, "{p.pyname}", '
+                          f"{int(k.nullable)}, &{v})", p))
+        elif k.role == "array":
+            decls.append(f"    n4p_array_arg {v} = {{0}};")
+            cleanup.append(f"    n4p_array_release(&{v});")
+            ln = f"v{idx[p.length]}"
+            lname = snake(p.length)
+            if p.kind == "int_array":
+                late.append(f'n4p_arg_int_array_n({src}, "{p.pyname}", {ln}, "{lname}", &{v})')
+            elif p.kind == "uid_array":
+                late.append(f'n4p_arg_items(st, {src}, "{p.pyname}", {ln}, "{lname}", '
+                            f"sizeof(ncclUniqueId), -1, &{v})")
+            elif p.kind == "sigdesc":
+                late.append(f'n4p_arg_items(st, {src}, "{p.pyname}", {ln}, "{lname}", '
+                            f"sizeof(ncclWaitSignalDesc_t), {k.struct}, &{v})")
+            else:
+                raise SystemExit(f"{e.name}: no generated conversion for {p.kind} (flag it hand)")
+        elif k.role == "out" and k.struct:  # name?: a new object, or the caller's storage
+            decls.append(f"    void *{v} = NULL;")
+            newobj = True
+            if p.kind == "uid_ptr":
+                decls.append(f"    n4p_bytes_arg b{i} = {{0}};")
+                cleanup.append(f"    n4p_bytes_release(&b{i});")
+                given = (f'n4p_arg_bytes({src}, "{p.pyname}", NCCL_UNIQUE_ID_BYTES, 1, &b{i}) < 0',
+                         f"{v} = b{i}.ptr;")
+            else:
+                given = (f'n4p_arg_struct(st, {k.struct}, {src}, "{p.pyname}", 0, &{v}) < 0', "")
+            convs.append(("@out", (p, v, given)))
+        elif k.role == "out":
+            sep = "" if k.local.endswith("*") else " "
+            decls.append(f"    {k.local}{sep}{v} = {k.zero};")
+            if p.optional_out:
+                decls.append(f"    void *o{i} = NULL;")
+                convs.append((f'given && n4p_arg_out_ptr({src}, "{p.pyname}", &o{i})', p))
+        else:
+            raise SystemExit(f"{e.name}: no generated conversion for {p.kind}")
+    has_cleanup = bool(cleanup) or newobj
+    fail = "goto done" if has_cleanup else "return NULL"
+    out += decls
+    if newobj:
+        out.append("    PyObject *obj = NULL;")
+    if has_cleanup:
+        out.append("    PyObject *res = NULL;")
+    for c, p in convs:
+        if c == "@out":
+            pp, v, (given_conv, given_set) = p
+            out.append("    if (given) {")
+            out.append(f"        if ({given_conv})")
+            out.append(f"            {fail};")
+            if given_set:
+                out.append(f"        {given_set}")
+            out.append("    } else {")
+            out.append(f"        if ((obj = n4p_struct_new(st, {pp.k.struct})) == NULL)")
+            out.append(f"            {fail};")
+            out.append(f"        {v} = n4p_struct_ptr(st, {pp.k.struct}, obj);")
+            out.append("    }")
+        else:
+            out.append(f"    if ({c} < 0)")
+            out.append(f"        {fail};")
+    for c in late:
+        out.append(f"    if ({c} < 0)")
+        out.append(f"        {fail};")
+    # the call
+    callargs = []
+    for i, p in enumerate(e.params):
+        k, v = p.k, f"v{i}"
+        if k.role == "in" and k.conv:
+            callargs.append(f"({p.ctype}){v}" if k.local != p.ctype else v)
+        elif k.role == "in" and (p.kind == "uid" or p.kind == "cuid_ptr"):
+            callargs.append(v)
+        elif k.role == "in":
+            callargs.append(f"({p.ctype}){v}")
+        elif k.role == "array":
+            callargs.append(f"({p.ctype}){v}.ptr")
+        elif k.struct:
+            callargs.append(f"({p.ctype}){v}")
+        elif p.optional_out:
+            callargs.append(f"given ? ({p.ctype})o{i} : &{v}")
+        else:
+            callargs.append(f"&{v}")
+    call = f"fn({', '.join(callargs)})"
+    if e.ret == "cstr":
+        out += ["    const char *s;", "    Py_BEGIN_ALLOW_THREADS", f"    s = {call};",
+                "    Py_END_ALLOW_THREADS", "    return n4p_str_result(s);"]
+        return out
+    if e.ret == "int":
+        out += ["    int v;", "    Py_BEGIN_ALLOW_THREADS", f"    v = {call};",
+                "    Py_END_ALLOW_THREADS", "    return PyLong_FromLong((long)v);"]
+        return out
+    if e.ret == "void":
+        out += ["    Py_BEGIN_ALLOW_THREADS", f"    {call};", "    Py_END_ALLOW_THREADS",
+                "    Py_RETURN_NONE;"]
+        return out
+    out += ["    ncclResult_t r;", "    Py_BEGIN_ALLOW_THREADS", f"    r = {call};",
+            "    Py_END_ALLOW_THREADS"]
+    # the result
+    rets = e.returned
+    if opt is not None and opt.k.struct:
+        value = "given ? Py_NewRef(Py_None) : Py_NewRef(obj)"
+    elif opt is not None:
+        v = f"v{idx[opt.name]}"
+        value = f"given ? PyLong_FromLong((long)r) : {opt.k.box.format(v=v)}"
+    elif len(rets) == 1:
+        value = rets[0].k.box.format(v=f"v{idx[rets[0].name]}")
+    elif rets:
+        boxes = ", ".join(p.k.box.format(v=f"v{idx[p.name]}") for p in rets)
+        value = f'Py_BuildValue("({"N" * len(rets)})", {boxes})'
+    else:
+        value = None
+    if not has_cleanup:
+        if value is None:
+            out.append("    return n4p_status_none(mod, r);")
+        else:
+            out += ["    if (n4p_status_failed(r))", "        return n4p_raise_status(mod, r);",
+                    f"    return {value};"]
+        return out
+    out += ["    if (n4p_status_failed(r))", "        n4p_raise_status(mod, r);", "    else"]
+    out.append(f"        res = {value if value is not None else 'Py_NewRef(Py_None)'};")
+    out.append("done:")
+    out += cleanup
+    if newobj:
+        out.append("    Py_XDECREF(obj);")
+    out.append("    return res;")
+    return out
+
+
 def gen_wrappers_c(entries: list[Entry]) -> str:
     out = [HEADER, '#include "../bindings.h"', ""]
-    methods = []
     for e in entries:
-        if not e.simple:
+        if e.hand:
             continue
-        n = len(e.params)
-        fname = f"w_{e.pyname}"
-        methods.append((e.pyname, fname))
         out.append("static PyObject *")
-        out.append(f"{fname}(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)")
+        out.append(f"w_{e.pyname}({FASTCALL})")
         out.append("{")
-        if n:
-            names = ", ".join(f'"{p.pyname}"' for p in e.params)
-            out.append(f"    static const char *const kw[] = {{{names}, NULL}};")
-            out.append(f"    PyObject *a[{n}];")
-            out.append(f'    if (n4p_parse_args(args, nargs, kwnames, "{e.pyname}", kw, {n}, {n}, a) < 0)')
-            out.append("        return NULL;")
-        else:
-            out.append(f'    if (n4p_parse_args(args, nargs, kwnames, "{e.pyname}", NULL, 0, 0, NULL) < 0)')
-            out.append("        return NULL;")
-        out.append(f"    {e.name}_fn fn = ({e.name}_fn)n4p_fn(mod, N4P_IDX_{e.name});")
-        out.append("    if (fn == NULL)")
-        out.append("        return NULL;")
-        for i, p in enumerate(e.params):
-            ctype, conv, cast = SIMPLE_KINDS[p.kind]
-            out.append(f"    {ctype} v{i};")
-        for i, p in enumerate(e.params):
-            ctype, conv, cast = SIMPLE_KINDS[p.kind]
-            out.append(f'    if ({conv}(a[{i}], "{p.pyname}", {cast}&v{i}) < 0)')
-            out.append("        return NULL;")
-        callargs = ", ".join(
-            f"({p.ctype})v{i}" if SIMPLE_KINDS[p.kind][0] != p.ctype else f"v{i}"
-            for i, p in enumerate(e.params))
-        out.append("    ncclResult_t r;")
-        out.append("    Py_BEGIN_ALLOW_THREADS")
-        out.append(f"    r = fn({callargs});")
-        out.append("    Py_END_ALLOW_THREADS")
-        out.append("    return n4p_status_none(mod, r);")
+        out += _gen_simple(e) if e.simple else _gen_general(e)
         out.append("}")
         out.append("")
-    out.append("PyMethodDef n4p_generated_methods[] = {")
-    for py, fn in methods:
-        out.append(f'    {{"{py}", (PyCFunction)(void (*)(void)){fn}, METH_FASTCALL | METH_KEYWORDS, NULL}},')
+    out.append("PyMethodDef n4p_api_methods[] = {")
+    for e in entries:
+        fn = f"n4p_w_{e.pyname}" if e.hand else f"w_{e.pyname}"
+        doc = docstring(e)
+        out.append(f'    {{"{e.pyname}", (PyCFunction)(void (*)(void)){fn}, '
+                   "METH_FASTCALL | METH_KEYWORDS,")
+        lines = doc.split("\n")
+        for j, line in enumerate(lines):
+            text = line + ("\n" if j < len(lines) - 1 else "")
+            out.append(f"     {_c_str(text)}" + ("}," if j == len(lines) - 1 else ""))
     out += ["    {NULL, NULL, 0, NULL},", "};", ""]
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------
+# docstrings and typed stubs
+
+ERRORS = ("NCCLError: the library returned an error status (its value is .status; "
+          "7 InProgress is not an error).")
+
+
+def _py_sig(e: Entry, with_types: bool, drop: Param | None = None, full: bool = True) -> str:
+    parts = []
+    pys = [p for p in e.py_params if p is not drop]
+    opt = e.optional_out
+    trailing_opt = opt is not None and opt is e.py_params[-1]
+    for p in pys:
+        t = p.k.pytype
+        if p.optional_out:
+            t = p.k.pytype if p.k.struct else "int"
+        if with_types:
+            s = f"{p.pyname}: {t}"
+            if p.default:
+                s += " = None"
+        else:
+            s = p.pyname
+            if p.default or (p is opt and trailing_opt and not full):
+                s += "=None"
+        parts.append(s)
+    return ", ".join(parts)
+
+
+def _ret_type(e: Entry) -> str:
+    if e.ret == "cstr":
+        return "str"
+    if e.ret == "int":
+        return "int"
+    if e.ret == "void":
+        return "None"
+    rets = e.returned
+    types = [("list[int]" if p.length else p.k.ret) for p in rets]
+    if not types:
+        return "None"
+    return types[0] if len(types) == 1 else f"tuple[{', '.join(types)}]"
+
+
+def _symbol_text(e: Entry) -> str:
+    s = e.name
+    if len(e.symbols) > 1:
+        s += " (or " + ", ".join(e.symbols[1:]) + ")"
+    return s
+
+
+def docstring(e: Entry) -> str:
+    opt = e.optional_out
+    trailing = opt is not None and opt is e.py_params[-1]
+    sig = _py_sig(e, False, full=not trailing)
+    lines = [f"{e.pyname}({sig})", "--", "", e.summary, ""]
+    since = "RCCL only" if e.since == "rccl" else f"NCCL {e.since} and later"
+    lines.append(f"Calls {_symbol_text(e)} ({since}); the host backend "
+                 + ("implements it." if e.host else "does not implement it."))
+    if opt is not None:
+        short = _py_sig(e, False, drop=opt)
+        lines += ["", f"{opt.pyname} is optional:"]
+        if opt.k.struct:
+            lines += [f"  {e.pyname}({short}) -> {opt.k.ret}",
+                      f"      a new {opt.k.ret} filled by the library;",
+                      f"  {e.pyname}({_py_sig(e, False)}) -> None",
+                      f"      the library fills {opt.pyname}, the caller's storage."]
+        else:
+            lines += [f"  {e.pyname}({short}) -> int",
+                      "      nccl4py 0.2: returns the " + opt.k.doc + ";",
+                      f"  {e.pyname}({_py_sig(e, False)}) -> int",
+                      f"      nccl4py 0.3: {opt.pyname} is the address of caller storage "
+                      "(e.g. PointerBox().address)",
+                      "      that receives the handle, possibly later (non-blocking calls, "
+                      "groups);",
+                      "      returns the status (0 Success or 7 InProgress).",
+                      "  The number of arguments tells the two apart."]
+    pys = e.py_params
+    if pys:
+        lines += ["", "Arguments:"]
+        for p in pys:
+            d = p.k.doc if not (p.optional_out and not p.k.struct) else \
+                "address of storage for the " + p.k.doc
+            if p.length:
+                d += f"; {snake(p.length)} of them"
+            if p.default:
+                d += "; default None"
+            lines.append(f"  {p.pyname} ({p.k.pytype if p.k.struct or not p.optional_out else 'int'}):"
+                         f" {d}")
+    rt = _ret_type(e)
+    if opt is None:
+        lines += ["", "Returns:"]
+        if e.ret == "cstr":
+            lines.append("  str: the library's text (decoded as UTF-8; '' for NULL).")
+        elif e.ret == "int":
+            lines.append("  int: the function's result.")
+        elif e.ret == "void":
+            lines.append("  None.")
+        elif e.returned:
+            descr = "; ".join(f"{snake(p.name)}: {p.k.doc}" + (f", a list of {snake(p.length)}"
+                                                               if p.length else "")
+                              for p in e.returned)
+            lines.append(f"  {rt}: {descr}.")
+        else:
+            lines.append("  None (also for 7 InProgress).")
+    lines += ["", "Raises:"]
+    if e.ret == "status":
+        lines.append("  " + ERRORS)
+    lines += [f"  FunctionNotFoundError: the loaded library lacks {e.name}.",
+              "  NotSupportedError: no NCCL or RCCL library could be loaded.",
+              "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."]
+    return "\n".join(lines)
+
+
+def gen_pyi_functions(entries: list[Entry]) -> list[str]:
+    out = []
+    for e in entries:
+        opt = e.optional_out
+        if opt is None:
+            out.append(f"def {e.pyname}({_py_sig(e, True)}) -> {_ret_type(e)}: ...")
+            continue
+        given_ret = "None" if opt.k.struct else "int"
+        omitted_ret = opt.k.ret
+        out.append("@overload")
+        out.append(f"def {e.pyname}({_py_sig(e, True, drop=opt)}) -> {omitted_ret}: ...")
+        out.append("@overload")
+        out.append(f"def {e.pyname}({_py_sig(e, True)}) -> {given_ret}: ...")
+    return out
+
+
+# --------------------------------------------------------------------------
+# host/api_decls.h
+
+def gen_host_decls(entries: list[Entry]) -> str:
+    out = ["/* Generated by tools/gen_api.py from src/nccl_api.def (flag \"host\"). Do not edit.",
+           " *",
+           " * api_decls.h - a declaration of every function the host backend exports,",
+           " * taken from the function-pointer types of the API table.  Declaring each",
+           " * symbol with `__typeof__(*(xxx_fn)0)` makes the compiler reject any",
+           " * definition whose prototype differs from the table.",
+           " */",
+           "#ifndef N4P_HOST_API_DECLS_H", "#define N4P_HOST_API_DECLS_H", "",
+           '#include "gen/api_table.h"', ""]
+    for e in entries:
+        if e.host:
+            for sym in e.symbols:
+                out.append(f"extern __typeof__(*({e.name}_fn)0) {sym};")
+    out += ["", "#endif /* N4P_HOST_API_DECLS_H */", ""]
     return "\n".join(out)
 
 
 # --------------------------------------------------------------------------
 # recording stub / no-op library
 
-def _record_stmt(p: Param, array_len: dict[str, str]) -> list[str]:
+def _record_stmt(p: Param, e: Entry) -> list[str]:
     n = p.name
     k = p.kind
-    if k in ("cptr", "ptr", "comm", "stream", "win", "cuid_ptr", "uid_ptr", "uid_array", "config",
-             "siminfo", "props", "sigdesc", "devreqs", "devcomm_out", "cdevcomm", "out_ptr",
-             "out_comm", "out_win", "out_int", "out_result", "out_redop", "out_u64"):
+    if k in ("int_array",):
+        ln = p.length
+        return [f'    rec(" {n}={k}:0x%llx[", (unsigned long long)(uintptr_t){n});',
+                f"    if ({n}) for (int i = 0; i < (int)({ln}); i++) rec(\"%s%d\", i ? \",\" : \"\", {n}[i]);",
+                '    rec("]");']
+    if k == "size_array":
+        return [f'    rec(" {n}={k}:0x%llx[", (unsigned long long)(uintptr_t){n});',
+                f"    if ({n}) for (int i = 0; i < stub_array_len; i++) rec(\"%s%llu\", i ? \",\" : \"\", (unsigned long long){n}[i]);",
+                '    rec("]");']
+    if "*" in C_TYPES[k] or k in ("comm", "stream", "win"):
         s = [f'    rec(" {n}={k}:0x%llx", (unsigned long long)(uintptr_t){n});']
-        if k in ("config", "cuid_ptr", "uid_array", "sigdesc", "devreqs") :
+        if k in ("config", "cuid_ptr", "uid_array", "sigdesc", "devreqs"):
             s.append(f"    if (stub_deref && {n}) rec_bytes(\"{n}\", {n}, sizeof(*{n}));")
         return s
     if k == "size":
@@ -233,15 +724,6 @@ def _record_stmt(p: Param, array_len: dict[str, str]) -> list[str]:
         return [f'    rec(" {n}={k}:%d", (int){n});']
     if k == "uid":
         return [f'    rec(" {n}={k}:");', f"    rec_hex(&{n}, sizeof {n});"]
-    if k == "int_array":
-        ln = array_len[n]
-        return [f'    rec(" {n}={k}:0x%llx[", (unsigned long long)(uintptr_t){n});',
-                f"    if ({n}) for (int i = 0; i < (int)({ln}); i++) rec(\"%s%d\", i ? \",\" : \"\", {n}[i]);",
-                '    rec("]");']
-    if k == "size_array":
-        return [f'    rec(" {n}={k}:0x%llx[", (unsigned long long)(uintptr_t){n});',
-                f"    if ({n}) for (int i = 0; i < stub_array_len; i++) rec(\"%s%llu\", i ? \",\" : \"\", (unsigned long long){n}[i]);",
-                '    rec("]");']
     raise AssertionError(k)
 
 
@@ -354,52 +836,96 @@ EXPORT void nccl4pyStubReset(void)
 
 
 def gen_stub_c(entries: list[Entry], noop: bool) -> str:
+    """The recording stub (each function records its arguments, writes known
+    values to its out-parameters and returns stub_result; an int function
+    returns STUB_OUT_INT + its index) or the no-op library."""
     out = [HEADER.replace("Do not edit.", "Test and benchmark library, never a real backend.")]
     if noop:
         out.append('#include "nccl_api.h"\n#define EXPORT __attribute__((visibility("default")))\n')
     else:
         out.append(STUB_PRELUDE)
     for idx, e in enumerate(entries):
-        for sym in e.symbols[:1]:
-            out.append(f"#ifndef STUB_OMIT_{sym}")
-            out.append(f"EXPORT {e.proto(sym)}")
-            out.append("{")
-            if noop:
+        sym = e.symbols[0]
+        out.append(f"#ifndef STUB_OMIT_{sym}")
+        out.append(f"EXPORT {e.proto(sym)}")
+        out.append("{")
+        if noop:
+            for p in e.params:
+                out.append(f"    (void){p.name};")
+            if e.ret == "status":
+                if sym == "ncclGetVersion":
+                    out.append(f"    *{e.params[0].name} = NCCL4PY_ABI_VERSION_CODE;")
+                out.append("    return ncclSuccess;")
+            elif e.ret == "cstr":
+                out.append('    return "no-op library";')
+            elif e.ret == "int":
+                out.append("    return 0;")
+        else:
+            out.append(f'    begin("{sym}");')
+            for p in e.params:
+                out += _record_stmt(p, e)
+            if e.ret == "status":
                 for p in e.params:
-                    out.append(f"    (void){p.name};")
-                if e.ret == "status":
-                    vers = [p for p in e.params if p.kind == "out_int" and sym == "ncclGetVersion"]
-                    if vers:
-                        out.append(f"    *{vers[0].name} = NCCL4PY_ABI_VERSION_CODE;")
-                    out.append("    return ncclSuccess;")
-                else:
-                    out.append('    return "no-op library";')
-            else:
-                out.append(f'    begin("{sym}");')
-                lens = {"devlist": "ndev", "excludeRanksList": "excludeRanksCount"}
-                for p in e.params:
-                    out += _record_stmt(p, lens)
-                if e.ret == "status":
-                    for p in e.params:
-                        out += _out_stmt(p, idx)
-                    out.append("    return (ncclResult_t)stub_result;")
-                elif sym == "ncclGetErrorString":
-                    out.append('    static char msg[64];')
-                    out.append('    snprintf(msg, sizeof msg, "stub error string %d", (int)result);')
-                    out.append("    return msg;")
-                else:
-                    out.append('    return "stub last error";')
-            out.append("}")
-            out.append("#endif")
-            out.append("")
+                    out += _out_stmt(p, idx)
+                out.append("    return (ncclResult_t)stub_result;")
+            elif sym == "ncclGetErrorString":
+                out.append('    static char msg[64];')
+                out.append('    snprintf(msg, sizeof msg, "stub error string %d", (int)result);')
+                out.append("    return msg;")
+            elif e.ret == "cstr":
+                out.append('    return "stub last error";')
+            elif e.ret == "int":
+                out.append(f"    return STUB_OUT_INT + {idx};")
+        out.append("}")
+        out.append("#endif")
+        out.append("")
     return "\n".join(out)
 
 
-def generated_files(entries: list[Entry]) -> dict[Path, str]:
-    return {
+# --------------------------------------------------------------------------
+# files
+
+def replace_marked(text: str, begin: str, end: str, body: str, path: Path) -> str:
+    """text with the lines between the marker lines `begin` and `end` replaced."""
+    lines = text.split("\n")
+    try:
+        i = lines.index(begin)
+        j = lines.index(end, i)
+    except ValueError:
+        raise SystemExit(f"{path}: missing the marker lines {begin!r} / {end!r}")
+    return "\n".join(lines[:i + 1] + body.rstrip("\n").split("\n") + lines[j:])
+
+
+PYI_BEGIN = "# ---- BEGIN generated by tools/gen_api.py from src/nccl_api.def and src/gpu_runtime.def"
+PYI_END = "# ---- END generated"
+ROCM_BEGIN = "# ---- BEGIN generated by tools/gen_api.py from src/nccl_api.def (do not edit)"
+
+
+def gen_rocm_extensions(entries: list[Entry]) -> str:
+    """The RCCL-only functions (first version "rccl") for nccl.bindings.rocm_extensions."""
+    names = [e.pyname for e in entries if e.since == "rccl"]
+    return "\n".join([f"from nccl._nccl import {', '.join(names)}", "",
+                      "__all__ = [" + ", ".join(f'"{n}"' for n in names) + "]"])
+
+
+def generated_files(entries: list[Entry] | None = None) -> dict[Path, str]:
+    import gen_gpu
+
+    entries = parse_table() if entries is None else entries
+    gpu = gen_gpu.parse_table()
+    pyi_body = ["# the NCCL / RCCL functions (src/nccl_api.def)"] + gen_pyi_functions(entries)
+    pyi_body += ["", "# the GPU runtime layer (src/gpu_runtime.def)"] + gen_gpu.gen_pyi(gpu)
+    files = {
         GEN_DIR / "api_table.h": gen_table_h(entries),
-        GEN_DIR / "wrappers_simple.c": gen_wrappers_c(entries),
+        GEN_DIR / "api_wrappers.h": gen_wrappers_h(entries),
+        GEN_DIR / "wrappers.c": gen_wrappers_c(entries),
+        HOST_DECLS: gen_host_decls(entries),
+        PYI: replace_marked(PYI.read_text(), PYI_BEGIN, PYI_END, "\n".join(pyi_body), PYI),
+        ROCM_PY: replace_marked(ROCM_PY.read_text(), ROCM_BEGIN, PYI_END,
+                                gen_rocm_extensions(entries), ROCM_PY),
     }
+    files.update(gen_gpu.generated_files(gpu))
+    return files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -423,10 +949,12 @@ def main(argv: list[str] | None = None) -> int:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
     if ns.check and stale:
-        print("stale generated files: " + ", ".join(str(p) for p in stale), file=sys.stderr)
+        print("stale generated files (run tools/gen_api.py): "
+              + ", ".join(str(p.relative_to(ROOT)) for p in stale), file=sys.stderr)
         return 1
     return 0
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.exit(main())

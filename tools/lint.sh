@@ -10,7 +10,7 @@ cd "$ROOT"
 PY=${PYTHON:-python3}
 PYINC=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 "$PY" tools/gen_api.py   # src/gen/ must exist
-SRC=$(ls src/*.c src/gen/wrappers_simple.c)
+SRC=$(ls src/*.c src/gen/*.c)
 HOST=$(ls host/*.c | grep -v '/test_')
 TOOLS=${LINT_TOOLS:-cppcheck clang-tidy}
 rc=0

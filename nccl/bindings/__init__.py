@@ -6,4 +6,4 @@
 from . import nccl  # noqa: F401
 from .nccl import *  # noqa: F401,F403
 from .nccl import __getattr__  # noqa: F401  (lazy *_dtype objects)
-from .rocm_extensions import all_reduce_with_bias, all_to_all_v  # noqa: F401
+from .rocm_extensions import *  # noqa: F401,F403

@@ -4,7 +4,7 @@
 #define NCCL4PY_GEN_API_TABLE_H
 #include "../nccl_api.h"
 
-#define N4P_API_COUNT 57
+#define N4P_API_COUNT 58
 
 enum {
     N4P_IDX_ncclGetVersion,
@@ -62,6 +62,7 @@ enum {
     N4P_IDX_ncclGetLsaMultimemDevicePointer,
     N4P_IDX_ncclGetLsaDevicePointer,
     N4P_IDX_ncclGetPeerDevicePointer,
+    N4P_IDX_ncclLLA2ACalcSlots,
     N4P_IDX_ncclAllReduceWithBias,
     N4P_IDX_ncclAllToAllv,
 };
@@ -121,6 +122,7 @@ typedef ncclResult_t (*ncclDevCommDestroy_fn)(ncclComm_t, const ncclDevComm_t*);
 typedef ncclResult_t (*ncclGetLsaMultimemDevicePointer_fn)(ncclWindow_t, size_t, void**);
 typedef ncclResult_t (*ncclGetLsaDevicePointer_fn)(ncclWindow_t, size_t, int, void**);
 typedef ncclResult_t (*ncclGetPeerDevicePointer_fn)(ncclWindow_t, size_t, int, void**);
+typedef int (*ncclLLA2ACalcSlots_fn)(int, int);
 typedef ncclResult_t (*ncclAllReduceWithBias_fn)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t, const void*);
 typedef ncclResult_t (*ncclAllToAllv_fn)(const void*, const size_t*, const size_t*, void*, const size_t*, const size_t*, ncclDataType_t, ncclComm_t, cudaStream_t);
 
@@ -184,6 +186,7 @@ const n4p_api_entry n4p_api_table[N4P_API_COUNT] = {
     {"ncclGetLsaMultimemDevicePointer\0", "get_lsa_multimem_device_pointer", "2.29.2"},
     {"ncclGetLsaDevicePointer\0", "get_lsa_device_pointer", "2.29.2"},
     {"ncclGetPeerDevicePointer\0", "get_peer_device_pointer", "2.29.2"},
+    {"ncclLLA2ACalcSlots\0", "ll_a2a_calc_slots", "2.28.3"},
     {"ncclAllReduceWithBias\0", "all_reduce_with_bias", "rccl"},
     {"ncclAllToAllv\0ncclAlltoAllv\0", "all_to_all_v", "rccl"},
 };
