@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, host_available
 from conftest import alive as _alive
-from test_host_collectives import host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 RUN_TIMEOUT = 300
