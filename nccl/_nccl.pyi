@@ -42,7 +42,7 @@ class UniqueId(_Struct):
     """``ncclUniqueId`` (opaque bytes)."""
 
 class Config(_Struct):
-    """``ncclConfig_t`` (96 bytes)."""
+    """``ncclConfig_t`` (120 bytes)."""
 
     size_: int  # size_t size, offset 0
     magic: int  # unsigned int magic, offset 8
@@ -70,6 +70,12 @@ class Config(_Struct):
     graph_usage_mode: int  # int graphUsageMode, offset 80
     num_rma_ctx: int  # int numRmaCtx, offset 84
     max_p2p_peers: int  # int maxP2pPeers, offset 88
+    graph_stream_ordering: int  # int graphStreamOrdering, offset 92
+    launch_order_implicit: int  # int launchOrderImplicit, offset 96
+    num_rma_sig: int  # int numRmaSig, offset 100
+    rma_eager_init: int  # int rmaEagerInit, offset 104
+    host_cft_mode: int  # int hostCftMode, offset 108
+    nvls_host_mode: int  # int nvlsHostMode, offset 112
 
 class SimInfo(_Struct):
     """``ncclSimInfo_t`` (24 bytes)."""
@@ -80,7 +86,7 @@ class SimInfo(_Struct):
     estimated_time: float  # float estimatedTime, offset 16
 
 class CommProperties(_Struct):
-    """``ncclCommProperties_t`` (56 bytes)."""
+    """``ncclCommProperties_t`` (152 bytes)."""
 
     size_: int  # size_t size, offset 0
     magic: int  # unsigned int magic, offset 8
@@ -95,6 +101,14 @@ class CommProperties(_Struct):
     n_lsa_teams: int  # int nLsaTeams, offset 40
     host_rma_support: int  # uint8_t hostRmaSupport, offset 44
     railed_gin_type: int  # ncclGinType_t railedGinType, offset 48
+    comm_hash: int  # uint64_t commHash, offset 56
+    gin_min_stride: int  # int ginMinStride, offset 64
+    gin_connection_type: int  # ncclGinConnectionType_t ginConnectionType, offset 68
+    gin_support: tuple[bool, ...]  # uint8_t ginSupport, offset 72
+    dev_comm_runtime_version_size: int  # size_t devCommRuntimeVersionSize, offset 136
+    cft_support: int  # uint8_t cftSupport, offset 144
+    cft_multicast_support: int  # uint8_t cftMulticastSupport, offset 145
+    cft_counted_support: int  # uint8_t cftCountedSupport, offset 146
 
 class WaitSignalDesc(_Struct):
     """``ncclWaitSignalDesc_t`` (16 bytes)."""
@@ -105,7 +119,7 @@ class WaitSignalDesc(_Struct):
     ctx: int  # int ctx, offset 12
 
 class DevCommRequirements(_Struct):
-    """``ncclDevCommRequirements_t`` (96 bytes)."""
+    """``ncclDevCommRequirements_t`` (120 bytes)."""
 
     size_: int  # size_t size, offset 0
     magic: int  # unsigned int magic, offset 8
@@ -127,6 +141,100 @@ class DevCommRequirements(_Struct):
     gin_queue_depth: int  # int ginQueueDepth, offset 80
     gin_traffic_class: int  # int ginTrafficClass, offset 84
     world_gin_barrier_count: int  # int worldGinBarrierCount, offset 88
+    gin_strong_signals_required: int  # uint8_t ginStrongSignalsRequired, offset 92
+    gin_va_signals_required: int  # uint8_t ginVaSignalsRequired, offset 93
+    gin_custom_stride: int  # int ginCustomStride, offset 96
+    gin_type: int  # ncclGinType_t ginType, offset 100
+    use_runtime_version: int  # uint8_t useRuntimeVersion, offset 104
+    cft_caps: int  # int cftCaps, offset 108
+    cft_barrier_count: int  # int cftBarrierCount, offset 112
+
+class CollConfig(_Struct):
+    """``ncclCollConfig_t`` (72 bytes)."""
+
+    size_: int  # size_t size, offset 0
+    magic: int  # unsigned int magic, offset 8
+    version: int  # unsigned int version, offset 12
+    ext: int  # ncclConfigExt_t * ext, offset 16
+    min_ctas: int  # int minCTAs, offset 24
+    max_ctas: int  # int maxCTAs, offset 28
+    nvls_ctas: int  # int nvlsCTAs, offset 32
+    cga_cluster_size: int  # int cgaClusterSize, offset 36
+    @property
+    def alg_selection(self) -> str: ...  # const char * algSelection, offset 40
+    @alg_selection.setter
+    def alg_selection(self, value: str | None) -> None: ...
+    force_alg_selection: int  # int forceAlgSelection, offset 48
+    cta_policy: int  # int CTAPolicy, offset 52
+    user_profiler_tag: int  # uint64_t userProfilerTag, offset 56
+    launch_completion_event_handle: int  # void * launchCompletionEvent, offset 64
+
+class EncryptionConfig(_Struct):
+    """``ncclEncryptionConfig_t`` (32 bytes)."""
+
+    size_: int  # size_t size, offset 0
+    magic: int  # unsigned int magic, offset 8
+    version: int  # unsigned int version, offset 12
+    mode: int  # int mode, offset 16
+    @property
+    def psk(self) -> str: ...  # const char * psk, offset 24
+    @psk.setter
+    def psk(self, value: str | None) -> None: ...
+
+class Team(_Struct):
+    """``ncclTeam_t`` (12 bytes)."""
+
+    n_ranks: int  # int nRanks, offset 0
+    rank: int  # int rank, offset 4
+    stride: int  # int stride, offset 8
+
+class MultimemHandle(_Struct):
+    """``ncclMultimemHandle_t`` (8 bytes)."""
+
+    mc_base_ptr: int  # void * mcBasePtr, offset 0
+
+class LsaBarrierHandle(_Struct):
+    """``ncclLsaBarrierHandle_t`` (8 bytes)."""
+
+    buf_handle: int  # uint32_t bufHandle, offset 0
+    n_barriers: int  # int nBarriers, offset 4
+
+class GinBarrierHandle(_Struct):
+    """``ncclGinBarrierHandle_t`` (8 bytes)."""
+
+    signal0: int  # uint32_t signal0, offset 0
+    unused: int  # uint32_t unused, offset 4
+
+class CftBarrierHandle(_Struct):
+    """``ncclCftBarrierHandle_t`` (8 bytes)."""
+
+    buf_handle: int  # uint32_t bufHandle, offset 0
+    n_barriers: int  # int nBarriers, offset 4
+
+class LLA2AHandle(_Struct):
+    """``ncclLLA2AHandle_t`` (8 bytes)."""
+
+    buf_handle: int  # uint32_t bufHandle, offset 0
+    n_slots: int  # uint32_t nSlots, offset 4
+
+class ResourceWindowVidmem(_Struct):
+    """``ncclResourceWindow_vidmem_t`` (16 bytes)."""
+
+    lsa_flat_base: int  # char * lsaFlatBase, offset 0
+    stride4g: int  # uint32_t stride4G, offset 8
+    mc_offset4k: int  # uint32_t mcOffset4K, offset 12
+
+class DevResourceRequirements(_Struct):
+    """``ncclDevResourceRequirements_t`` (56 bytes)."""
+
+    next: int  # void * next, offset 0
+    buffer_size: int  # size_t bufferSize, offset 8
+    buffer_align: int  # size_t bufferAlign, offset 16
+    out_buffer_handle: int  # uint32_t * outBufferHandle, offset 24
+    gin_signal_count: int  # int ginSignalCount, offset 32
+    gin_counter_count: int  # int ginCounterCount, offset 36
+    out_gin_signal_start: int  # uint32_t * outGinSignalStart, offset 40
+    out_gin_counter_start: int  # uint32_t * outGinCounterStart, offset 48
 
 class DevComm(_Struct):
     """``ncclDevComm_t`` (opaque bytes)."""

@@ -368,6 +368,15 @@ void *n4p_struct_ptr(n4p_state *st, int kind, PyObject *o);
 int n4p_arg_struct(n4p_state *st, int kind, PyObject *o, const char *name, int allow_null,
                    void **out);
 PyObject *n4p_struct_layouts(PyObject *mod, PyObject *unused);
+/* The struct of `kind` at *p as the loaded library understands it
+ * (structs.def, N4P_LAYOUT): copied into tmp (sizeof the struct) with the
+ * size and version of the library's layout, *p pointed at tmp; 1 when
+ * copied, 0 when handed as it is (no layout applies), -1 with NcclInvalid
+ * when an input sets a field the library's layout lacks. */
+int n4p_struct_for_library(PyObject *mod, int kind, int input, void **p, void *tmp);
+/* Copy what the library wrote into tmp back to the caller's struct orig
+ * (its fields, as far as its size reaches; its header stays). */
+void n4p_struct_from_library(int kind, const void *tmp, void *orig);
 
 int n4p_init_pointer_box(PyObject *mod, n4p_state *st);
 int n4p_init_handles(PyObject *mod, n4p_state *st);

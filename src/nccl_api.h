@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define NCCL4PY_ABI_VERSION_CODE 23004 /* NCCL 2.30.4 */
+#define NCCL4PY_ABI_VERSION_CODE 23203 /* NCCL 2.32.3 */
 
 #define NCCL_UNIQUE_ID_BYTES 128
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
@@ -97,11 +97,38 @@ typedef enum {
     NCCL_GIN_CONNECTION_RAIL = 2
 } ncclGinConnectionType_t;
 
-/* The structs with fields, from structs.def (ncclConfig_t, ncclSimInfo_t,
- * ncclCommProperties_t, ncclWaitSignalDesc_t, ncclDevCommRequirements_t),
- * with their LP64 sizes and offsets checked. */
+/* A vendor option chained to a collective config (24 bytes; fields of
+ * anonymous types, so declared here rather than in structs.def). */
+typedef struct ncclConfigExt {
+    struct ncclConfigExt *next;
+    struct {
+        int vendorId;
+        int optionId;
+    } key;
+    union {
+        int i;
+        const char *s;
+        void *raw;
+    } val;
+} ncclConfigExt_t;
+
+/* Opaque handle of a parameter, owned by the library. */
+typedef struct ncclParamHandle *ncclParamHandle_t;
+
+/* The structs with fields, from structs.def, with their LP64 sizes and
+ * offsets checked.  A field of kind BOOLS is an array of N4P_BOOLS_LEN. */
+#define N4P_BOOLS_LEN 64
+#define N4P_DIM_SIZE
+#define N4P_DIM_U32
+#define N4P_DIM_I32
+#define N4P_DIM_U8
+#define N4P_DIM_F32
+#define N4P_DIM_CSTR
+#define N4P_DIM_PTR
+#define N4P_DIM_U64
+#define N4P_DIM_BOOLS [N4P_BOOLS_LEN]
 #define N4P_STRUCT(Type, PyName, KIND, picklable) typedef struct {
-#define N4P_FIELD(Type, ctype, cname, pyname, kind, offset, initial, api) ctype cname;
+#define N4P_FIELD(Type, ctype, cname, pyname, kind, offset, initial, api) ctype cname N4P_DIM_##kind;
 #define N4P_STRUCT_END(Type, size) } Type;
 #include "structs.def"
 
@@ -111,6 +138,14 @@ typedef enum {
 #define N4P_STRUCT_END(Type, size) _Static_assert(sizeof(Type) == size, #Type " has " #size " bytes");
 #include "structs.def"
 #endif
+
+#define NCCL_COLLCONFIG_INITIALIZER                                                      \
+    {                                                                                    \
+        sizeof(ncclCollConfig_t), NCCL_API_MAGIC, NCCL4PY_ABI_VERSION_CODE,              \
+            NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,         \
+            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, 1,      \
+            NCCL_CONFIG_UNDEF_INT, 0, NCCL_CONFIG_UNDEF_PTR                              \
+    }
 
 /* ncclDevComm_t is filled by the library and only ever handed back to it or
  * to device code.  Its layout changes between releases, so we treat it as

@@ -17,11 +17,12 @@
 #include <stddef.h>
 #include <string.h>
 
-enum { F_SIZE, F_U32, F_I32, F_U8, F_F32, F_CSTR, F_PTR };
+enum { F_SIZE, F_U32, F_I32, F_U8, F_F32, F_CSTR, F_PTR, F_U64, F_BOOLS };
 
 typedef struct {
     const char *name;
     size_t offset;
+    size_t size;
     int kind;
     double initial; /* what a new struct holds */
 } field_t;
@@ -48,7 +49,7 @@ typedef struct {
 /* The fields of every struct (structs.def): Type_fields[]. */
 #define N4P_STRUCT(Type, PyName, KIND, picklable) static const field_t Type##_fields[] = {
 #define N4P_FIELD(Type, ctype, cname, pyname, kind, offset, initial, api) \
-    {#pyname, offsetof(Type, cname), F_##kind, (double)(initial)},
+    {#pyname, offsetof(Type, cname), sizeof(((Type *)0)->cname), F_##kind, (double)(initial)},
 #define N4P_STRUCT_END(Type, size) };
 #include "structs.def"
 
@@ -63,13 +64,10 @@ static spec_t specs[N4P_S_COUNT] = {
 
 /* --------------------------------------------------------------- helpers */
 
-/* Fill a new (zeroed) struct with its fields' initial values. */
+/* Write field f's initial value at q (f->size bytes, zeroed before). */
 static void
-init_fields(const spec_t *sp, void *p)
+init_one(const field_t *f, char *q)
 {
-    for (int i = 0; i < sp->nfields; i++) {
-        const field_t *f = &sp->fields[i];
-        char *q = (char *)p + f->offset;
         double v = f->initial;
         switch (f->kind) {
         case F_SIZE: {
@@ -90,15 +88,27 @@ init_fields(const spec_t *sp, void *p)
         case F_U8:
             *(unsigned char *)q = (unsigned char)v;
             break;
+        case F_U64: {
+            uint64_t x = (uint64_t)v;
+            memcpy(q, &x, sizeof x);
+            break;
+        }
         case F_F32: {
             float x = (float)v;
             memcpy(q, &x, sizeof x);
             break;
         }
-        default: /* pointers start NULL */
+        default: /* pointers start NULL, arrays false */
             break;
         }
-    }
+}
+
+/* Fill a new (zeroed) struct with its fields' initial values. */
+static void
+init_fields(const spec_t *sp, void *p)
+{
+    for (int i = 0; i < sp->nfields; i++)
+        init_one(&sp->fields[i], (char *)p + sp->fields[i].offset);
 }
 
 static int
@@ -169,6 +179,113 @@ s_dealloc(sobj *self)
     Py_DECREF(tp);
 }
 
+/* ------------------------------------------------------ library layouts */
+
+enum { L_NCCL, L_RCCL };
+/* the struct kind of each C type */
+enum {
+#define N4P_STRUCT(Type, PyName, KIND, picklable) N4P_TK_##Type = N4P_S_##KIND,
+#include "structs.def"
+};
+
+typedef struct {
+    int kind, family;
+    unsigned int since;
+    size_t size, known;
+} layout_t;
+
+static const layout_t layouts[] = {
+#define N4P_LAYOUT(Type, family, since, size, known) \
+    {N4P_TK_##Type, L_##family, since, size, known},
+#include "structs.def"
+};
+
+/* The version code of the loaded library (asked once: it loads once). */
+static int
+library_version(PyObject *mod, unsigned int *out)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        ncclGetVersion_fn fn = (ncclGetVersion_fn)n4p_fn(mod, N4P_IDX_ncclGetVersion);
+        if (fn == NULL)
+            return -1;
+        int v = 0;
+        ncclResult_t r;
+        Py_BEGIN_ALLOW_THREADS
+        r = fn(&v);
+        Py_END_ALLOW_THREADS
+        if (r != ncclSuccess) {
+            n4p_raise_status(mod, r);
+            return -1;
+        }
+        cached = v < 0 ? 0 : v;
+    }
+    *out = (unsigned int)cached;
+    return 0;
+}
+
+int
+n4p_struct_for_library(PyObject *mod, int kind, int input, void **p, void *tmp)
+{
+    if (*p == NULL)
+        return 0;
+    int any = 0;
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        any |= layouts[i].kind == kind;
+    if (!any)
+        return 0;
+    unsigned int version;
+    if (library_version(mod, &version) < 0)
+        return -1;
+    int family = n4p_library_kind == N4P_LIB_RCCL ? L_RCCL : L_NCCL;
+    const layout_t *L = NULL;
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0] && L == NULL; i++)
+        if (layouts[i].kind == kind && layouts[i].family == family && version >= layouts[i].since)
+            L = &layouts[i];
+    if (L == NULL) /* older than every layout we know: as it is */
+        return 0;
+    const spec_t *sp = &specs[kind];
+    size_t size;
+    unsigned int magic;
+    memcpy(&size, *p, sizeof size);
+    memcpy(&magic, (const char *)*p + sizeof size, sizeof magic);
+    if (magic != NCCL_API_MAGIC) /* not a struct we can read: the library says why */
+        return 0;
+    memset(tmp, 0, sp->size);
+    init_fields(sp, tmp);
+    memcpy(tmp, *p, size < sp->size ? size : sp->size);
+    for (int i = 0; input && i < sp->nfields; i++) {
+        const field_t *f = &sp->fields[i];
+        unsigned char ref[N4P_BOOLS_LEN] = {0};
+        init_one(f, (char *)ref);
+        if (f->offset + f->size <= L->known || memcmp((char *)tmp + f->offset, ref, f->size) == 0)
+            continue;
+        PyErr_Format(n4p_get_state(mod)->nccl_invalid,
+                     "%s.%s is set, but the loaded %s %u.%u.%u does not know it (its %s has "
+                     "%zu bytes); leave it unset or load a newer library",
+                     sp->name, f->name, family == L_RCCL ? "RCCL" : "NCCL", version / 10000,
+                     version / 100 % 100, version % 100, sp->name, L->known);
+        return -1;
+    }
+    unsigned int stamp = version < NCCL4PY_ABI_VERSION_CODE ? version : NCCL4PY_ABI_VERSION_CODE;
+    size = L->size;
+    memcpy(tmp, &size, sizeof size);
+    memcpy((char *)tmp + sizeof size + sizeof magic, &stamp, sizeof stamp);
+    *p = tmp;
+    return 1;
+}
+
+void
+n4p_struct_from_library(int kind, const void *tmp, void *orig)
+{
+    size_t size, hdr = sizeof(size_t) + 2 * sizeof(unsigned int);
+    memcpy(&size, orig, sizeof size);
+    if (size > specs[kind].size)
+        size = specs[kind].size;
+    if (size > hdr)
+        memcpy((char *)orig + hdr, (const char *)tmp + hdr, size - hdr);
+}
+
 /* ---------------------------------------------------------------- fields */
 
 static PyObject *
@@ -194,6 +311,19 @@ field_get(sobj *self, void *closure)
     }
     case F_U8:
         return PyBool_FromLong(*(const unsigned char *)p != 0);
+    case F_U64: {
+        uint64_t v;
+        memcpy(&v, p, sizeof v);
+        return PyLong_FromUnsignedLongLong((unsigned long long)v);
+    }
+    case F_BOOLS: {
+        PyObject *t = PyTuple_New((Py_ssize_t)f->size);
+        if (t == NULL)
+            return NULL;
+        for (size_t i = 0; i < f->size; i++)
+            PyTuple_SET_ITEM(t, (Py_ssize_t)i, PyBool_FromLong(((const unsigned char *)p)[i] != 0));
+        return t;
+    }
     case F_F32: {
         float v;
         memcpy(&v, p, sizeof v);
@@ -257,6 +387,41 @@ field_set(sobj *self, PyObject *value, void *closure)
             return -1;
         }
         *(unsigned char *)p = (unsigned char)v;
+        return 0;
+    }
+    case F_U64: {
+        unsigned long long v = PyLong_Check(value) ? PyLong_AsUnsignedLongLong(value) : 0;
+        if (!PyLong_Check(value)) {
+            PyErr_Format(PyExc_TypeError, "%s must be an int", f->name);
+            return -1;
+        }
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Format(PyExc_OverflowError, "%s must be in 0..2**64-1", f->name);
+            return -1;
+        }
+        uint64_t x = (uint64_t)v;
+        memcpy(p, &x, sizeof x);
+        return 0;
+    }
+    case F_BOOLS: {
+        PyObject *seq = PySequence_Fast(value, "");
+        if (seq == NULL || PySequence_Fast_GET_SIZE(seq) != (Py_ssize_t)f->size) {
+            Py_XDECREF(seq);
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "%s must be a sequence of %zu bools", f->name, f->size);
+            return -1;
+        }
+        unsigned char tmp[N4P_BOOLS_LEN];
+        for (size_t i = 0; i < f->size && i < sizeof tmp; i++) {
+            int b = PyObject_IsTrue(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i));
+            if (b < 0) {
+                Py_DECREF(seq);
+                return -1;
+            }
+            tmp[i] = (unsigned char)b;
+        }
+        Py_DECREF(seq);
+        memcpy(p, tmp, f->size);
         return 0;
     }
     case F_F32: {
@@ -498,6 +663,9 @@ static PyMethodDef s_methods[] = {
      "copied when owner is None, else borrowed and owner kept alive."},
     {"from_buffer", (PyCFunction)s_from_buffer, METH_O | METH_CLASS,
      "Wrap a buffer of exactly sizeof(struct) bytes without copying."},
+    {"from_data", (PyCFunction)s_from_buffer, METH_O | METH_CLASS,
+     "Wrap an array of the struct's dtype (one record, exactly sizeof(struct) bytes) "
+     "without copying."},
     {"from_bytes", (PyCFunction)s_from_bytes, METH_O | METH_CLASS,
      "A new owned struct copied from exactly sizeof(struct) bytes."},
     {"__reduce__", (PyCFunction)s_reduce, METH_NOARGS, NULL},
@@ -619,13 +787,14 @@ n4p_arg_struct(n4p_state *st, int kind, PyObject *o, const char *name, int allow
     return 0;
 }
 
-/* {name: (sizeof, [(field, offset, kind-letter)])} for the NumPy dtypes. */
+/* {name: (sizeof, [(field, offset, kind-letter)])} for the NumPy dtypes
+ * ("?N": an array of N bools). */
 PyObject *
 n4p_struct_layouts(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(unused))
 {
     static const char *codes[] = {[F_SIZE] = "u8", [F_U32] = "u4", [F_I32] = "i4",
                                   [F_U8] = "u1", [F_F32] = "f4", [F_CSTR] = "p",
-                                  [F_PTR] = "p"};
+                                  [F_PTR] = "p", [F_U64] = "u8", [F_BOOLS] = "?"};
     PyObject *d = PyDict_New();
     if (d == NULL)
         return NULL;
@@ -635,8 +804,10 @@ n4p_struct_layouts(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(unused))
         if (fields == NULL)
             goto fail;
         for (int i = 0; i < sp->nfields; i++) {
-            PyObject *t = Py_BuildValue("(sns)", sp->fields[i].name, (Py_ssize_t)sp->fields[i].offset,
-                                        codes[sp->fields[i].kind]);
+            const field_t *f = &sp->fields[i];
+            PyObject *code = f->kind == F_BOOLS ? PyUnicode_FromFormat("?%zu", f->size)
+                                                : PyUnicode_FromString(codes[f->kind]);
+            PyObject *t = code ? Py_BuildValue("(snN)", f->name, (Py_ssize_t)f->offset, code) : NULL;
             if (t == NULL) {
                 Py_DECREF(fields);
                 goto fail;

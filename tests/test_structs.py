@@ -13,21 +13,46 @@ import nccl.bindings as b
 from nccl._nccl import _struct_layouts
 from conftest import ROOT, cc, nccl_include_dir
 
-# (sizeof, {field: offset}) on x86_64, from the NCCL 2.30 / RCCL 2.30.4 headers
+# (sizeof, {field: offset}) on x86_64, from the NCCL 2.32.3 headers
 EXPECTED = {
     "UniqueId": (128, {}),
-    "Config": (96, {
+    "Config": (120, {
         "size_": 0, "magic": 8, "version": 12, "blocking": 16, "cga_cluster_size": 20,
         "min_ctas": 24, "max_ctas": 28, "net_name": 32, "split_share": 40, "traffic_class": 44,
         "comm_name": 48, "collnet_enable": 56, "cta_policy": 60, "shrink_share": 64,
         "nvls_ctas": 68, "n_channels_per_net_peer": 72, "nvlink_centric_sched": 76,
-        "graph_usage_mode": 80, "num_rma_ctx": 84, "max_p2p_peers": 88}),
+        "graph_usage_mode": 80, "num_rma_ctx": 84, "max_p2p_peers": 88,
+        "graph_stream_ordering": 92, "launch_order_implicit": 96, "num_rma_sig": 100,
+        "rma_eager_init": 104, "host_cft_mode": 108, "nvls_host_mode": 112}),
     "SimInfo": (24, {"size_": 0, "magic": 8, "version": 12, "estimated_time": 16}),
-    "CommProperties": (56, {
+    "CommProperties": (152, {
         "size_": 0, "magic": 8, "version": 12, "rank": 16, "n_ranks": 20, "cuda_dev": 24,
         "nvml_dev": 28, "device_api_support": 32, "multimem_support": 33, "gin_type": 36,
-        "n_lsa_teams": 40, "host_rma_support": 44, "railed_gin_type": 48}),
+        "n_lsa_teams": 40, "host_rma_support": 44, "railed_gin_type": 48, "comm_hash": 56,
+        "gin_min_stride": 64, "gin_connection_type": 68, "gin_support": 72,
+        "dev_comm_runtime_version_size": 136, "cft_support": 144,
+        "cft_multicast_support": 145, "cft_counted_support": 146}),
     "WaitSignalDesc": (16, {"op_cnt": 0, "peer": 4, "sig_idx": 8, "ctx": 12}),
+    "DevCommRequirements": (120, {
+        "world_gin_barrier_count": 88, "gin_strong_signals_required": 92,
+        "gin_va_signals_required": 93, "gin_custom_stride": 96, "gin_type": 100,
+        "use_runtime_version": 104, "cft_caps": 108, "cft_barrier_count": 112}),
+    "CollConfig": (72, {
+        "ext": 16, "min_ctas": 24, "max_ctas": 28, "nvls_ctas": 32, "cga_cluster_size": 36,
+        "alg_selection": 40, "force_alg_selection": 48, "cta_policy": 52,
+        "user_profiler_tag": 56, "launch_completion_event_handle": 64}),
+    "EncryptionConfig": (32, {"mode": 16, "psk": 24}),
+    "Team": (12, {"n_ranks": 0, "rank": 4, "stride": 8}),
+    "MultimemHandle": (8, {"mc_base_ptr": 0}),
+    "LsaBarrierHandle": (8, {"buf_handle": 0, "n_barriers": 4}),
+    "GinBarrierHandle": (8, {"signal0": 0, "unused": 4}),
+    "CftBarrierHandle": (8, {"buf_handle": 0, "n_barriers": 4}),
+    "LLA2AHandle": (8, {"buf_handle": 0, "n_slots": 4}),
+    "ResourceWindowVidmem": (16, {"lsa_flat_base": 0, "stride4g": 8, "mc_offset4k": 12}),
+    "DevResourceRequirements": (56, {
+        "next": 0, "buffer_size": 8, "buffer_align": 16, "out_buffer_handle": 24,
+        "gin_signal_count": 32, "gin_counter_count": 36, "out_gin_signal_start": 40,
+        "out_gin_counter_start": 48}),
 }
 
 
@@ -43,7 +68,8 @@ def test_layout(name):
 
 
 def test_numpy_dtypes_match():
-    assert b.config_dtype.itemsize == 96
+    assert b.config_dtype.itemsize == 120
+    assert b.comm_properties_dtype.fields["gin_support"][0].shape == (64,)
     assert b.comm_properties_dtype.fields["railed_gin_type"][1] == 48
     assert b.unique_id_dtype.itemsize == 128
     assert b.sim_info_dtype.fields["estimated_time"][1] == 16
@@ -51,7 +77,7 @@ def test_numpy_dtypes_match():
 
 def test_config_defaults():
     c = b.Config()
-    assert (c.size_, c.magic, c.version) == (96, 0xCAFEBEEF, 23004)
+    assert (c.size_, c.magic, c.version) == (120, 0xCAFEBEEF, 23203)
     for f, _, kind in _struct_layouts()["Config"][1]:
         if kind == "i4":
             assert getattr(c, f) == -(2**31), f
@@ -71,9 +97,9 @@ def test_config_string_fields_keep_their_bytes():
 
 def test_sim_info_and_properties_defaults():
     s = b.SimInfo()
-    assert (s.size_, s.magic, s.version, s.estimated_time) == (24, 0x74685283, 23004, -1.0)
+    assert (s.size_, s.magic, s.version, s.estimated_time) == (24, 0x74685283, 23203, -1.0)
     p = b.CommProperties()
-    assert (p.size_, p.magic, p.version) == (56, 0xCAFEBEEF, 23004)
+    assert (p.size_, p.magic, p.version) == (152, 0xCAFEBEEF, 23203)
 
 
 def test_field_range_checks():

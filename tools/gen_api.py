@@ -48,6 +48,7 @@ class Kind:
     cast: str = ""             # in: cast of &local for the converter
     struct: str = ""           # the struct kind (N4P_S_*) of a struct passed by pointer
     nullable: bool = False     # in structs: None and 0 give NULL
+    stamp: bool = False        # a versioned struct: the library gets a copy in its own layout
     box: str = ""              # out: C expression making the Python result of {v}
     zero: str = "0"            # out: the local's initial value
     pytype: str = "int"        # Python argument type (.pyi)
@@ -82,10 +83,11 @@ KINDS: dict[str, Kind] = {
     "cuid_ptr": Kind("const ncclUniqueId*", "in", pytype="UniqueId | Buffer | int | None",
                      doc="unique id: a UniqueId or 128 bytes, or their address; None or 0 for "
                          "none"),
-    "config": Kind("ncclConfig_t*", "in", struct="N4P_S_CONFIG", nullable=True,
+    "config": Kind("ncclConfig_t*", "in", struct="N4P_S_CONFIG", nullable=True, stamp=True,
                    pytype="Config | int | None",
                    doc="options: a Config or its address; None or 0 for the defaults"),
     "devreqs": Kind("const ncclDevCommRequirements_t*", "in", struct="N4P_S_DEV_COMM_REQUIREMENTS",
+                    stamp=True,
                     pytype="DevCommRequirements | int",
                     doc="a DevCommRequirements or its address"),
     "cdevcomm": Kind("const ncclDevComm_t*", "in", struct="N4P_S_DEV_COMM",
@@ -118,7 +120,7 @@ KINDS: dict[str, Kind] = {
     "uid_ptr": Kind("ncclUniqueId*", "out", struct="N4P_S_UNIQUE_ID", pytype="UniqueId | Buffer | int",
                     ret="UniqueId", doc="storage for the id: a UniqueId, a writable buffer of 128 "
                                         "bytes, or its address"),
-    "props": Kind("ncclCommProperties_t*", "out", struct="N4P_S_COMM_PROPERTIES",
+    "props": Kind("ncclCommProperties_t*", "out", struct="N4P_S_COMM_PROPERTIES", stamp=True,
                   pytype="CommProperties | int", ret="CommProperties",
                   doc="storage: a CommProperties or its address"),
     "siminfo": Kind("ncclSimInfo_t*", "out", struct="N4P_S_SIM_INFO", pytype="SimInfo | int",
@@ -432,6 +434,13 @@ def _gen_general(e: Entry) -> list[str]:
                 convs.append((f'given && n4p_arg_out_ptr({src}, "{p.pyname}", &o{i})', p))
         else:
             raise SystemExit(f"{e.name}: no generated conversion for {p.kind}")
+    stamps = []  # (index, param): versioned structs handed over in the library's layout
+    for i, p in enumerate(e.params):
+        if p.k.stamp:
+            decls.append(f"    {p.k.ctype.replace('const ', '').rstrip('*')} t{i};")
+            if p.k.role == "out":
+                decls.append(f"    void *p{i} = NULL;")
+            stamps.append((i, p))
     has_cleanup = bool(cleanup) or newobj
     fail = "goto done" if has_cleanup else "return NULL"
     out += decls
@@ -455,6 +464,12 @@ def _gen_general(e: Entry) -> list[str]:
         else:
             out.append(f"    if ({c} < 0)")
             out.append(f"        {fail};")
+    for i, p in stamps:
+        if p.k.role == "out":
+            out.append(f"    p{i} = v{i};")
+        out.append(f"    if (n4p_struct_for_library(mod, {p.k.struct}, {int(p.k.role == 'in')}, "
+                   f"&v{i}, &t{i}) < 0)")
+        out.append(f"        {fail};")
     for c in late:
         out.append(f"    if ({c} < 0)")
         out.append(f"        {fail};")
@@ -491,6 +506,10 @@ def _gen_general(e: Entry) -> list[str]:
         return out
     out += ["    ncclResult_t r;", "    Py_BEGIN_ALLOW_THREADS", f"    r = {call};",
             "    Py_END_ALLOW_THREADS"]
+    for i, p in stamps:
+        if p.k.role == "out":
+            out.append(f"    if (v{i} != p{i} && !n4p_status_failed(r))")
+            out.append(f"        n4p_struct_from_library({p.k.struct}, v{i}, p{i});")
     # the result
     rets = e.returned
     if opt is not None and opt.k.struct:

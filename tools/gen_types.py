@@ -187,7 +187,7 @@ def gen_dtype_constants(types: list[DType]) -> list[str]:
 
 # field kind -> (Python type of the stub, getter conversion of nccl.core)
 KINDS = {"SIZE": "int", "U32": "int", "I32": "int", "U8": "int", "F32": "float",
-         "CSTR": "str", "PTR": "int"}
+         "CSTR": "str", "PTR": "int", "U64": "int", "BOOLS": "tuple[bool, ...]"}
 # C enum types of fields -> the nccl.core enum a property returns
 ENUMS = {"ncclGinType_t": "decode_gin_type"}  # the decoder of each enum field
 

@@ -26,7 +26,19 @@ _DTYPE_NAMES = {
     "wait_signal_desc_dtype": "WaitSignalDesc",
     "dev_comm_requirements_dtype": "DevCommRequirements",
     "dev_comm_dtype": "DevComm",
+    "coll_config_dtype": "CollConfig",
+    "encryption_config_dtype": "EncryptionConfig",
+    "team_dtype": "Team",
+    "multimem_handle_dtype": "MultimemHandle",
+    "lsa_barrier_handle_dtype": "LsaBarrierHandle",
+    "gin_barrier_handle_dtype": "GinBarrierHandle",
+    "cft_barrier_handle_dtype": "CftBarrierHandle",
+    "ll_a2a_handle_dtype": "LLA2AHandle",
+    "resource_window_vidmem_dtype": "ResourceWindowVidmem",
+    "dev_resource_requirements_dtype": "DevResourceRequirements",
 }
+# the 0.3 name of ResourceWindowVidmem
+ResourceWindow_vidmem = ResourceWindowVidmem  # noqa: F405
 _dtypes: dict = {}
 
 
@@ -41,7 +53,9 @@ def _make_dtype(struct_name: str):
                          "itemsize": size})
     fmt = {"u8": np.uint64, "u4": np.uint32, "i4": np.int32, "u1": np.uint8, "f4": np.float32,
            "p": np.intp}
-    return np.dtype({"names": [f[0] for f in fields], "formats": [fmt[f[2]] for f in fields],
+    return np.dtype({"names": [f[0] for f in fields],
+                     "formats": [(np.bool_, (int(f[2][1:]),)) if f[2][0] == "?" else fmt[f[2]]
+                                 for f in fields],
                      "offsets": [f[1] for f in fields], "itemsize": size})
 
 

@@ -57,13 +57,21 @@ _CONFIG_CHECKS: dict[str, tuple[Any, ...]] = {
     "graph_usage_mode": ("int", 0, 2),
     "num_rma_ctx": ("int", 1, None),
     "max_p2p_peers": ("int", 1, None),
+    "graph_stream_ordering": ("bool",),
+    "launch_order_implicit": ("bool",),
+    "num_rma_sig": ("int", 0, None),
+    "rma_eager_init": ("bool",),
+    "host_cft_mode": ("int", 0, None),
+    "nvls_host_mode": ("int", 0, None),
 }
 # NCCLDevCommRequirements: the fields it sets (the struct checks each range)
 _DEV_FIELDS = ("lsa_multimem", "barrier_count", "lsa_barrier_count", "rail_gin_barrier_count",
                "lsa_ll_a2a_block_count", "lsa_ll_a2a_slot_count", "gin_force_enable",
                "gin_context_count", "gin_signal_count", "gin_counter_count", "gin_connection_type",
                "gin_exclusive_contexts", "gin_queue_depth", "gin_traffic_class",
-               "world_gin_barrier_count")
+               "world_gin_barrier_count", "gin_strong_signals_required", "gin_va_signals_required",
+               "gin_custom_stride", "gin_type", "use_runtime_version", "cft_caps",
+               "cft_barrier_count")
 # WaitSignalDesc: (its field, the ncclWaitSignalDesc_t field)
 _WAIT_SIGNAL_FIELDS = (("op_count", "op_cnt"), ("peer", "peer"), ("signal_index", "sig_idx"),
                        ("context", "ctx"))

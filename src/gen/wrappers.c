@@ -193,6 +193,7 @@ w_comm_init_rank_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     ncclUniqueId v2;
     int v3;
     void *v4 = NULL;
+    ncclConfig_t t4;
     if (given && n4p_arg_out_ptr(a[0], "comm", &o0) < 0)
         return NULL;
     if (n4p_arg_int(a[1], "nranks", &v1) < 0)
@@ -202,6 +203,8 @@ w_comm_init_rank_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     if (n4p_arg_int(a[3], "rank", &v3) < 0)
         return NULL;
     if (n4p_arg_struct(st, N4P_S_CONFIG, a[4], "config", 1, &v4) < 0)
+        return NULL;
+    if (n4p_struct_for_library(mod, N4P_S_CONFIG, 1, &v4, &t4) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -231,6 +234,7 @@ w_comm_init_rank_scalable(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     int v3;
     n4p_array_arg v4 = {0};
     void *v5 = NULL;
+    ncclConfig_t t5;
     PyObject *res = NULL;
     if (given && n4p_arg_out_ptr(a[0], "newcomm", &o0) < 0)
         goto done;
@@ -241,6 +245,8 @@ w_comm_init_rank_scalable(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     if (n4p_arg_int(a[3], "n_id", &v3) < 0)
         goto done;
     if (n4p_arg_struct(st, N4P_S_CONFIG, a[5], "config", 1, &v5) < 0)
+        goto done;
+    if (n4p_struct_for_library(mod, N4P_S_CONFIG, 1, &v5, &t5) < 0)
         goto done;
     if (n4p_arg_items(st, a[4], "comm_ids", v3, "n_id", sizeof(ncclUniqueId), -1, &v4) < 0)
         goto done;
@@ -358,6 +364,7 @@ w_comm_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     ncclComm_t v3 = NULL;
     void *o3 = NULL;
     void *v4 = NULL;
+    ncclConfig_t t4;
     if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_int(a[1], "color", &v1) < 0)
@@ -367,6 +374,8 @@ w_comm_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     if (given && n4p_arg_out_ptr(a[3], "newcomm", &o3) < 0)
         return NULL;
     if (n4p_arg_struct(st, N4P_S_CONFIG, a[4], "config", 1, &v4) < 0)
+        return NULL;
+    if (n4p_struct_for_library(mod, N4P_S_CONFIG, 1, &v4, &t4) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -396,6 +405,7 @@ w_comm_shrink(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     void *o3 = NULL;
     void *v4 = NULL;
     int v5;
+    ncclConfig_t t4;
     PyObject *res = NULL;
     if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
         goto done;
@@ -406,6 +416,8 @@ w_comm_shrink(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     if (n4p_arg_struct(st, N4P_S_CONFIG, a[4], "config", 1, &v4) < 0)
         goto done;
     if (n4p_arg_int(a[5], "shrink_flags", &v5) < 0)
+        goto done;
+    if (n4p_struct_for_library(mod, N4P_S_CONFIG, 1, &v4, &t4) < 0)
         goto done;
     if (n4p_arg_int_array_n(a[1], "exclude_ranks_list", v2, "exclude_ranks_count", &v1) < 0)
         goto done;
@@ -484,6 +496,7 @@ w_comm_grow(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     ncclComm_t v4 = NULL;
     void *o4 = NULL;
     void *v5 = NULL;
+    ncclConfig_t t5;
     if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_int(a[1], "n_ranks", &v1) < 0)
@@ -495,6 +508,8 @@ w_comm_grow(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     if (given && n4p_arg_out_ptr(a[4], "newcomm", &o4) < 0)
         return NULL;
     if (n4p_arg_struct(st, N4P_S_CONFIG, a[5], "config", 1, &v5) < 0)
+        return NULL;
+    if (n4p_struct_for_library(mod, N4P_S_CONFIG, 1, &v5, &t5) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -680,6 +695,8 @@ w_comm_query_properties(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     n4p_state *st = n4p_get_state(mod);
     ncclComm_t v0;
     void *v1 = NULL;
+    ncclCommProperties_t t1;
+    void *p1 = NULL;
     PyObject *obj = NULL;
     PyObject *res = NULL;
     if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
@@ -692,10 +709,15 @@ w_comm_query_properties(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
             goto done;
         v1 = n4p_struct_ptr(st, N4P_S_COMM_PROPERTIES, obj);
     }
+    p1 = v1;
+    if (n4p_struct_for_library(mod, N4P_S_COMM_PROPERTIES, 0, &v1, &t1) < 0)
+        goto done;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
     r = fn(v0, (ncclCommProperties_t*)v1);
     Py_END_ALLOW_THREADS
+    if (v1 != p1 && !n4p_status_failed(r))
+        n4p_struct_from_library(N4P_S_COMM_PROPERTIES, v1, p1);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -1440,6 +1462,7 @@ w_dev_comm_create(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObje
     ncclComm_t v0;
     void *v1 = NULL;
     void *v2 = NULL;
+    ncclDevCommRequirements_t t1;
     PyObject *obj = NULL;
     PyObject *res = NULL;
     if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
@@ -1454,6 +1477,8 @@ w_dev_comm_create(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObje
             goto done;
         v2 = n4p_struct_ptr(st, N4P_S_DEV_COMM, obj);
     }
+    if (n4p_struct_for_library(mod, N4P_S_DEV_COMM_REQUIREMENTS, 1, &v1, &t1) < 0)
+        goto done;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
     r = fn(v0, (const ncclDevCommRequirements_t*)v1, (ncclDevComm_t*)v2);
