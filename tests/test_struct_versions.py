@@ -1,0 +1,105 @@
+"""A versioned struct reaches each library in that library's own layout.
+
+The recording stub poses as NCCL 2.28 ... 2.32 and RCCL 2.30.4 (its own
+ncclGetVersion; named librccl.so for RCCL) and records the bytes it gets:
+the size and version of the layout that library knows, the caller's object
+left as it was, and a field the library's layout lacks refused when set.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import build_stub, clean_env, run_python
+
+VERSION_C = """
+EXPORT ncclResult_t ncclGetVersion(int *version) { *version = POSE_VERSION; return ncclSuccess; }
+"""
+
+CHILD = r"""
+import json, ctypes
+import nccl.bindings as b
+from nccl._errors import NcclInvalid
+stub = ctypes.CDLL(b.get_library_path())
+stub.nccl4pyStubLastCall.restype = ctypes.c_char_p
+stub.nccl4pyStubSetDeref(1)
+out = {}
+
+def fields():
+    rec = stub.nccl4pyStubLastCall().decode().split(" ")
+    return dict(f.split("=", 1) for f in rec[1:])
+
+def header(hexbytes):
+    raw = bytes.fromhex(hexbytes)
+    return int.from_bytes(raw[:8], "little"), int.from_bytes(raw[12:16], "little")
+
+cfg = b.Config()
+cfg.blocking = 0
+before = bytes(cfg)
+b.comm_init_rank_config(2, bytes(128), 0, cfg)
+out["config"] = header(fields()["*config"])
+out["config_blocking"] = int.from_bytes(bytes.fromhex(fields()["*config"])[16:20], "little", signed=True)
+out["object_unchanged"] = bytes(cfg) == before
+req = b.DevCommRequirements()
+req.lsa_barrier_count = 2
+b.dev_comm_create(0x1000, req)
+out["reqs"] = header(fields()["*reqs"])
+props = b.comm_query_properties(0x1000)
+out["props_rank"] = props.rank
+out["props_header"] = [props.size_, props.version]
+for name, value in (("nvls_host_mode", 1), ("graph_stream_ordering", 1), ("num_rma_sig", 4)):
+    c = b.Config()
+    setattr(c, name, value)
+    try:
+        b.comm_init_rank_config(2, bytes(128), 0, c)
+        out[name] = "ok"
+    except NcclInvalid as e:
+        out[name] = str(e)
+r = b.DevCommRequirements()
+r.cft_barrier_count = 1
+try:
+    b.dev_comm_create(0x1000, r)
+    out["cft_barrier_count"] = "ok"
+except NcclInvalid as e:
+    out["cft_barrier_count"] = str(e)
+print(json.dumps(out))
+"""
+
+# (library name, version code, config (size, version), reqs (size, version) or None: as is,
+#  which of nvls_host_mode / graph_stream_ordering / num_rma_sig / cft_barrier_count pass)
+POSES = [
+    ("libnccl.so.2", 23203, (120, 23203), (120, 23203), {"nvls_host_mode", "graph_stream_ordering",
+                                                          "num_rma_sig", "cft_barrier_count"}),
+    ("libnccl.so.2", 23102, (112, 23102), (120, 23102), {"graph_stream_ordering", "num_rma_sig",
+                                                          "cft_barrier_count"}),
+    ("libnccl.so.2", 23007, (96, 23007), (96, 23007), {"graph_stream_ordering"}),
+    ("libnccl.so.2", 23004, (96, 23004), (96, 23004), set()),
+    ("libnccl.so.2", 22903, (88, 22903), None, set()),
+    ("libnccl.so.2", 22809, (80, 22809), None, set()),
+    ("librccl.so", 23004, (96, 23004), (96, 23004), set()),
+]
+
+
+@pytest.mark.parametrize("name,code,config,reqs,allowed", POSES,
+                         ids=[f"{n.split('.')[0][3:]}-{c}" for n, c, *_ in POSES])
+def test_versioned_structs_per_library(tmp_path, name, code, config, reqs, allowed):
+    lib = build_stub(name, outdir=tmp_path / str(code), omit=("ncclGetVersion",),
+                     extra_c=VERSION_C.replace("POSE_VERSION", str(code)))
+    p = run_python(CHILD, clean_env(NCCL_LIBRARY=str(lib)), timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert tuple(out["config"]) == config
+    assert out["config_blocking"] == 0          # the fields the caller set travel
+    assert out["object_unchanged"]              # the caller's Config keeps its own header
+    # a library older than every layout of the struct gets it as it is (and says no itself)
+    assert tuple(out["reqs"]) == (reqs or (120, 23203))
+    assert out["props_rank"] == 3               # what the library wrote comes back ...
+    assert out["props_header"] == [152, 23203]  # ... into the caller's own layout
+    family = "RCCL" if name.startswith("librccl") else "NCCL"
+    for field in ("nvls_host_mode", "graph_stream_ordering", "num_rma_sig", "cft_barrier_count"):
+        if field in allowed or (field == "cft_barrier_count" and reqs is None):
+            assert out[field] == "ok", field
+        else:
+            dotted = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+            assert field in out[field] and f"{family} {dotted}" in out[field], out[field]
