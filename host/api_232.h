@@ -18,61 +18,8 @@
 
 #include "nccl_api.h"
 
-/* The types, as laid out by NCCL 2.32.3 on LP64.  Skipped when nccl_api.h
- * already declares them (it then defines NCCL_COLLCONFIG_INITIALIZER too). */
-#ifndef NCCL_COLLCONFIG_INITIALIZER
-
-/* A vendor option chained to a collective config (24 bytes). */
-typedef struct ncclConfigExt {
-    struct ncclConfigExt *next;
-    struct {
-        int vendorId;
-        int optionId;
-    } key;
-    union {
-        int i;
-        const char *s;
-        void *raw;
-    } val;
-} ncclConfigExt_t;
-
-/* Per-call collective config, tag ncclCollConfig_v23200: 72 bytes in 2.32
- * (64 in 2.31, without launchCompletionEvent). */
-typedef struct ncclCollConfig_v23200 {
-    size_t size;
-    unsigned int magic;
-    unsigned int version;
-    ncclConfigExt_t *ext;
-    int minCTAs;
-    int maxCTAs;
-    int nvlsCTAs;
-    int cgaClusterSize;
-    const char *algSelection;
-    int forceAlgSelection;
-    int CTAPolicy;
-    uint64_t userProfilerTag;
-    void *launchCompletionEvent; /* cudaEvent_t */
-} ncclCollConfig_t;
-
-#define NCCL_COLLCONFIG_INITIALIZER                                                      \
-    {                                                                                    \
-        sizeof(ncclCollConfig_t), NCCL_API_MAGIC, 23203, NCCL_CONFIG_UNDEF_PTR,          \
-            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,         \
-            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, 1, NCCL_CONFIG_UNDEF_INT, 0,   \
-            NCCL_CONFIG_UNDEF_PTR                                                        \
-    }
-
-/* A team: the ranks rank0 + i*stride for i in [0, nRanks) of the world,
- * where the caller is member `rank`.  12 bytes, returned by value. */
-typedef struct ncclTeam {
-    int nRanks, rank, stride;
-} ncclTeam_t;
-
-/* Opaque handle of a parameter; owned by the library (by value since
- * 2.30.7). */
-typedef struct ncclParamHandle *ncclParamHandle_t;
-
-#endif /* NCCL_COLLCONFIG_INITIALIZER */
+/* The types (ncclCollConfig_t, ncclConfigExt_t, ncclTeam_t, ncclParamHandle_t)
+ * come from nccl_api.h (structs.def). */
 
 /* ---------------------------------------------------- config collectives -- */
 
