@@ -993,7 +993,7 @@ static void t_args(ncclComm_t comm, int rank, int n, void *arg)
     CHECK(ncclGetErrorString(99) != NULL && ncclGetErrorString(-1) != NULL, "unknown string");
     int ver = 0;
     OK(ncclGetVersion(&ver));
-    CHECK(ver == 23004, "version %d", ver);
+    CHECK(ver == NCCL4PY_ABI_VERSION_CODE, "version %d", ver);
     /* registration bookkeeping */
     void *h1 = NULL, *h2 = NULL, *mem = NULL;
     OK(ncclMemAlloc(&mem, 10000));
