@@ -64,6 +64,7 @@ typedef struct {
     PyObject *dlpack_kwnames;      /* ("stream", "max_version") */
     PyObject *dlpack_max_version;  /* (1, 1) */
     PyObject *gpu_runtime_error;   /* gpu_runtime.c: GpuRuntimeError */
+    PyTypeObject *team_type;       /* team.c: Team */
 } n4p_state;
 
 static inline n4p_state *
@@ -204,6 +205,47 @@ n4p_arg_uint(PyObject *o, const char *name, unsigned int *out)
 }
 /* Address of a non-NULL out-parameter slot given as an int. */
 int n4p_arg_out_ptr(PyObject *o, const char *name, void **out);
+
+/* A handle of the given kind: an int (fast path), a handle object of that
+ * kind (its slot's value), or an __index__ object; the other kind of handle
+ * object is a TypeError naming both. */
+int n4p_arg_handle_slow(PyObject *o, const char *name, enum n4p_handle_kind kind, void **out);
+static inline int
+n4p_arg_comm(PyObject *o, const char *name, void **out)
+{
+    long long v;
+    if (n4p_small_int(o, &v)) {
+        *out = (void *)(intptr_t)v;
+        return 0;
+    }
+    return n4p_arg_handle_slow(o, name, N4P_H_COMM, out);
+}
+static inline int
+n4p_arg_win(PyObject *o, const char *name, void **out)
+{
+    long long v;
+    if (n4p_small_int(o, &v)) {
+        *out = (void *)(intptr_t)v;
+        return 0;
+    }
+    return n4p_arg_handle_slow(o, name, N4P_H_WINDOW, out);
+}
+
+/* The address of a struct: an int, or an object with an int `.ptr` (a
+ * struct object).  _opt: None and 0 give NULL; plain: 0 gives NULL, None is
+ * a TypeError; storage (the library writes there): neither None nor 0. */
+int n4p_arg_addr_opt(PyObject *o, const char *name, void **out);
+int n4p_arg_addr(PyObject *o, const char *name, void **out);
+int n4p_arg_storage(PyObject *o, const char *name, void **out);
+/* Structs passed by value.  A team: a (n_ranks, rank, stride) tuple (Team
+ * is one), an object with those int attributes, or the non-zero address of
+ * an ncclTeam_t.  A multimem handle: a (mc_base_ptr,) tuple, an object with
+ * an int .mc_base_ptr, or the non-zero address of an ncclMultimemHandle_t. */
+int n4p_arg_team(PyObject *o, const char *name, ncclTeam_t *out);
+int n4p_arg_multimem(PyObject *o, const char *name, ncclMultimemHandle_t *out);
+/* A NUL-terminated string borrowed from a str (UTF-8) or bytes argument
+ * (valid while the argument is); an embedded NUL is a ValueError. */
+int n4p_arg_cstr(PyObject *o, const char *name, const char **out);
 
 /* A read-only byte view of at least `minlen` bytes of a buffer object, or an
  * address given as an int (view->obj is NULL then).  Release with
@@ -380,6 +422,16 @@ PyObject *n4p_handle_new(n4p_state *st, enum n4p_handle_kind kind, void *value);
 void **n4p_handle_slot(PyObject *o);
 /* Whether o is a handle object (Comm or Window, subclasses included). */
 int n4p_is_handle(PyObject *o);
+/* 1: o is a handle object of `kind`; 0: no handle object; -1: the other
+ * kind (TypeError naming both, `name` the parameter). */
+int n4p_handle_check(PyObject *o, enum n4p_handle_kind kind, const char *name);
+/* The new reference a creating function returns for the handle object h;
+ * inside a group it is also kept until the group ends (the library fills
+ * the slot then). */
+PyObject *n4p_handle_result(PyObject *h);
+/* team.c: the Team type and a new Team holding t. */
+int n4p_init_team(PyObject *mod, n4p_state *st);
+PyObject *n4p_team_new(PyObject *mod, ncclTeam_t t);
 /* The kind of a handle object (subclasses included), or -1 for anything else. */
 int n4p_handle_kind_of(n4p_state *st, PyObject *o);
 int n4p_init_communicator(PyObject *mod, n4p_state *st);

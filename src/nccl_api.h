@@ -195,6 +195,8 @@ typedef struct {
     _Alignas(16) unsigned char opaque[NCCL4PY_DEV_COMM_BYTES];
 } ncclDevComm_t;
 
+#include "nccl_api_232.h"
+
 #ifdef __cplusplus
 }
 #endif

@@ -101,15 +101,17 @@ def _header_prototypes(incdir: Path) -> dict[str, list[str]]:
     text = "\n".join(p.read_text(errors="replace") for p in incdir.rglob("*.h"))
     text = re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
     protos = {}
-    for m in re.finditer(r"(?:ncclResult_t|const\s+char\s*\*|\bint|\bvoid)\s*"
+    for m in re.finditer(r"(?:ncclResult_t|const\s+char\s*\*|\bint|\bvoid|ncclTeam_t)\s*"
                          r"(nccl[A-Za-z0-9]+)\s*\(([^;{)]*)\)\s*;", text):
         name, params = m.group(1), m.group(2).strip()
+        if "&" in params:  # a C++ overload of device code
+            continue
         if params in ("", "void"):
             protos[name] = []
             continue
         types = []
         for p in params.split(","):
-            p = p.strip()
+            p = p.split("=")[0].strip()  # a C++ default argument
             p = re.sub(r"\[\s*\]$", "*", re.sub(r"\s*\[\s*\]\s*$", "[]", p))
             t = re.sub(r"[A-Za-z_][A-Za-z0-9_]*\s*(\[\])?$", "", p).strip() or p
             types.append(_norm(t + ("*" if p.endswith("[]") else "")))

@@ -90,7 +90,7 @@ w_get_last_error(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     const char *s;
     Py_BEGIN_ALLOW_THREADS
@@ -153,26 +153,37 @@ w_comm_init_rank(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     ncclCommInitRank_fn fn = (ncclCommInitRank_fn)n4p_fn(mod, N4P_IDX_ncclCommInitRank);
     if (fn == NULL)
         return NULL;
-    ncclComm_t v0 = NULL;
+    n4p_state *st = n4p_get_state(mod);
     void *o0 = NULL;
+    PyObject *h0 = NULL;
     int v1;
     ncclUniqueId v2;
     int v3;
+    PyObject *res = NULL;
     if (given && n4p_arg_out_ptr(a[0], "comm", &o0) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[1], "nranks", &v1) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_uid(a[2], "comm_id", &v2) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[3], "rank", &v3) < 0)
-        return NULL;
+        goto done;
+    if (!given) {
+        if ((h0 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o0 = n4p_handle_slot(h0);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(given ? (ncclComm_t*)o0 : &v0, v1, v2, v3);
+    r = fn((ncclComm_t*)o0, v1, v2, v3);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
-        return n4p_raise_status(mod, r);
-    return given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v0);
+        n4p_raise_status(mod, r);
+    else
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h0);
+done:
+    Py_XDECREF(h0);
+    return res;
 }
 
 static PyObject *
@@ -187,29 +198,39 @@ w_comm_init_rank_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     if (fn == NULL)
         return NULL;
     n4p_state *st = n4p_get_state(mod);
-    ncclComm_t v0 = NULL;
     void *o0 = NULL;
+    PyObject *h0 = NULL;
     int v1;
     ncclUniqueId v2;
     int v3;
     void *v4 = NULL;
+    PyObject *res = NULL;
     if (given && n4p_arg_out_ptr(a[0], "comm", &o0) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[1], "nranks", &v1) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_uid(a[2], "comm_id", &v2) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[3], "rank", &v3) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_struct(st, N4P_S_CONFIG, a[4], "config", 1, &v4) < 0)
-        return NULL;
+        goto done;
+    if (!given) {
+        if ((h0 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o0 = n4p_handle_slot(h0);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(given ? (ncclComm_t*)o0 : &v0, v1, v2, v3, (ncclConfig_t*)v4);
+    r = fn((ncclComm_t*)o0, v1, v2, v3, (ncclConfig_t*)v4);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
-        return n4p_raise_status(mod, r);
-    return given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v0);
+        n4p_raise_status(mod, r);
+    else
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h0);
+done:
+    Py_XDECREF(h0);
+    return res;
 }
 
 static PyObject *
@@ -224,8 +245,8 @@ w_comm_init_rank_scalable(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     if (fn == NULL)
         return NULL;
     n4p_state *st = n4p_get_state(mod);
-    ncclComm_t v0 = NULL;
     void *o0 = NULL;
+    PyObject *h0 = NULL;
     int v1;
     int v2;
     int v3;
@@ -244,16 +265,22 @@ w_comm_init_rank_scalable(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
         goto done;
     if (n4p_arg_items(st, a[4], "comm_ids", v3, "n_id", sizeof(ncclUniqueId), -1, &v4) < 0)
         goto done;
+    if (!given) {
+        if ((h0 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o0 = n4p_handle_slot(h0);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(given ? (ncclComm_t*)o0 : &v0, v1, v2, v3, (ncclUniqueId*)v4.ptr, (ncclConfig_t*)v5);
+    r = fn((ncclComm_t*)o0, v1, v2, v3, (ncclUniqueId*)v4.ptr, (ncclConfig_t*)v5);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
-        res = given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v0);
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h0);
 done:
     n4p_array_release(&v4);
+    Py_XDECREF(h0);
     return res;
 }
 
@@ -268,7 +295,7 @@ w_comm_finalize(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -288,7 +315,7 @@ w_comm_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject 
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -308,7 +335,7 @@ w_comm_abort(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -329,7 +356,7 @@ w_comm_revoke(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
         return NULL;
     ncclComm_t v0;
     int v1;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_int(a[1], "revoke_flags", &v1) < 0)
         return NULL;
@@ -355,26 +382,36 @@ w_comm_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     ncclComm_t v0;
     int v1;
     int v2;
-    ncclComm_t v3 = NULL;
     void *o3 = NULL;
+    PyObject *h3 = NULL;
     void *v4 = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
-        return NULL;
+    PyObject *res = NULL;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        goto done;
     if (n4p_arg_int(a[1], "color", &v1) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[2], "key", &v2) < 0)
-        return NULL;
+        goto done;
     if (given && n4p_arg_out_ptr(a[3], "newcomm", &o3) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_struct(st, N4P_S_CONFIG, a[4], "config", 1, &v4) < 0)
-        return NULL;
+        goto done;
+    if (!given) {
+        if ((h3 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o3 = n4p_handle_slot(h3);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(v0, v1, v2, given ? (ncclComm_t*)o3 : &v3, (ncclConfig_t*)v4);
+    r = fn(v0, v1, v2, (ncclComm_t*)o3, (ncclConfig_t*)v4);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
-        return n4p_raise_status(mod, r);
-    return given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v3);
+        n4p_raise_status(mod, r);
+    else
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h3);
+done:
+    Py_XDECREF(h3);
+    return res;
 }
 
 static PyObject *
@@ -392,12 +429,12 @@ w_comm_shrink(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     ncclComm_t v0;
     n4p_array_arg v1 = {0};
     int v2;
-    ncclComm_t v3 = NULL;
     void *o3 = NULL;
+    PyObject *h3 = NULL;
     void *v4 = NULL;
     int v5;
     PyObject *res = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         goto done;
     if (n4p_arg_int(a[2], "exclude_ranks_count", &v2) < 0)
         goto done;
@@ -409,16 +446,22 @@ w_comm_shrink(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
         goto done;
     if (n4p_arg_int_array_n(a[1], "exclude_ranks_list", v2, "exclude_ranks_count", &v1) < 0)
         goto done;
+    if (!given) {
+        if ((h3 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o3 = n4p_handle_slot(h3);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(v0, (int*)v1.ptr, v2, given ? (ncclComm_t*)o3 : &v3, (ncclConfig_t*)v4, v5);
+    r = fn(v0, (int*)v1.ptr, v2, (ncclComm_t*)o3, (ncclConfig_t*)v4, v5);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
-        res = given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v3);
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h3);
 done:
     n4p_array_release(&v1);
+    Py_XDECREF(h3);
     return res;
 }
 
@@ -439,7 +482,7 @@ w_comm_get_unique_id(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyO
     n4p_bytes_arg b1 = {0};
     PyObject *obj = NULL;
     PyObject *res = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         goto done;
     if (given) {
         if (n4p_arg_bytes(a[1], "unique_id", NCCL_UNIQUE_ID_BYTES, 1, &b1) < 0)
@@ -481,28 +524,38 @@ w_comm_grow(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     ncclUniqueId s2;
     const ncclUniqueId *v2 = NULL;
     int v3;
-    ncclComm_t v4 = NULL;
     void *o4 = NULL;
+    PyObject *h4 = NULL;
     void *v5 = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
-        return NULL;
+    PyObject *res = NULL;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        goto done;
     if (n4p_arg_int(a[1], "n_ranks", &v1) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_uid_opt(a[2], "unique_id", &s2, &v2) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[3], "rank", &v3) < 0)
-        return NULL;
+        goto done;
     if (given && n4p_arg_out_ptr(a[4], "newcomm", &o4) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_struct(st, N4P_S_CONFIG, a[5], "config", 1, &v5) < 0)
-        return NULL;
+        goto done;
+    if (!given) {
+        if ((h4 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o4 = n4p_handle_slot(h4);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(v0, v1, v2, v3, given ? (ncclComm_t*)o4 : &v4, (ncclConfig_t*)v5);
+    r = fn(v0, v1, v2, v3, (ncclComm_t*)o4, (ncclConfig_t*)v5);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
-        return n4p_raise_status(mod, r);
-    return given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v4);
+        n4p_raise_status(mod, r);
+    else
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h4);
+done:
+    Py_XDECREF(h4);
+    return res;
 }
 
 static PyObject *
@@ -517,7 +570,7 @@ w_comm_suspend(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject 
         return NULL;
     ncclComm_t v0;
     int v1;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_int(a[1], "flags", &v1) < 0)
         return NULL;
@@ -539,7 +592,7 @@ w_comm_resume(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -561,7 +614,7 @@ w_comm_mem_stats(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     ncclComm_t v0;
     int v1;
     uint64_t v2 = 0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_int(a[1], "stat", &v1) < 0)
         return NULL;
@@ -586,7 +639,7 @@ w_comm_get_async_error(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, P
         return NULL;
     ncclComm_t v0;
     ncclResult_t v1 = 0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -609,7 +662,7 @@ w_comm_count(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         return NULL;
     ncclComm_t v0;
     int v1 = 0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -632,7 +685,7 @@ w_comm_cu_device(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
         return NULL;
     ncclComm_t v0;
     int v1 = 0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -655,7 +708,7 @@ w_comm_user_rank(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
         return NULL;
     ncclComm_t v0;
     int v1 = 0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -682,7 +735,7 @@ w_comm_query_properties(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     void *v1 = NULL;
     PyObject *obj = NULL;
     PyObject *res = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         goto done;
     if (given) {
         if (n4p_arg_struct(st, N4P_S_COMM_PROPERTIES, a[1], "props", 0, &v1) < 0)
@@ -719,7 +772,7 @@ w_comm_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject
     void* v1;
     size_t v2;
     void *v3 = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "buff", (void **)&v1) < 0)
         return NULL;
@@ -746,7 +799,7 @@ w_comm_deregister(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObje
         return NULL;
     ncclComm_t v0;
     void* v1;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "handle", (void **)&v1) < 0)
         return NULL;
@@ -768,29 +821,40 @@ w_comm_window_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, P
     ncclCommWindowRegister_fn fn = (ncclCommWindowRegister_fn)n4p_fn(mod, N4P_IDX_ncclCommWindowRegister);
     if (fn == NULL)
         return NULL;
+    n4p_state *st = n4p_get_state(mod);
     ncclComm_t v0;
     void* v1;
     size_t v2;
-    ncclWindow_t v3 = NULL;
     void *o3 = NULL;
+    PyObject *h3 = NULL;
     int v4;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
-        return NULL;
+    PyObject *res = NULL;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        goto done;
     if (n4p_arg_ptr(a[1], "buff", (void **)&v1) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_size(a[2], "size", &v2) < 0)
-        return NULL;
+        goto done;
     if (given && n4p_arg_out_ptr(a[3], "win", &o3) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[4], "win_flags", &v4) < 0)
-        return NULL;
+        goto done;
+    if (!given) {
+        if ((h3 = n4p_handle_new(st, N4P_H_WINDOW, NULL)) == NULL)
+            goto done;
+        o3 = n4p_handle_slot(h3);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(v0, v1, v2, given ? (ncclWindow_t*)o3 : &v3, v4);
+    r = fn(v0, v1, v2, (ncclWindow_t*)o3, v4);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
-        return n4p_raise_status(mod, r);
-    return given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v3);
+        n4p_raise_status(mod, r);
+    else
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h3);
+done:
+    Py_XDECREF(h3);
+    return res;
 }
 
 static PyObject *
@@ -805,9 +869,9 @@ w_comm_window_deregister(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     ncclComm_t v0;
     ncclWindow_t v1;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[1], "win", (void **)&v1) < 0)
+    if (n4p_arg_win(a[1], "win", (void **)&v1) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -829,9 +893,9 @@ w_win_get_user_ptr(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObj
     ncclComm_t v0;
     ncclWindow_t v1;
     void *v2 = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[1], "win", (void **)&v1) < 0)
+    if (n4p_arg_win(a[1], "win", (void **)&v1) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -863,7 +927,7 @@ w_red_op_create_pre_mul_sum(PyObject *mod, PyObject *const *args, Py_ssize_t nar
         return NULL;
     if (n4p_arg_int(a[2], "residence", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[3], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[3], "comm", (void **)&v4) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -888,7 +952,7 @@ w_red_op_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     ncclComm_t v1;
     if (n4p_arg_int(a[0], "op", &v0) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[1], "comm", (void **)&v1) < 0)
+    if (n4p_arg_comm(a[1], "comm", (void **)&v1) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -927,7 +991,7 @@ w_reduce(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         return NULL;
     if (n4p_arg_int(a[5], "root", &v5) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[6], "comm", (void **)&v6) < 0)
+    if (n4p_arg_comm(a[6], "comm", (void **)&v6) < 0)
         return NULL;
     if (n4p_arg_ptr(a[7], "stream", (void **)&v7) < 0)
         return NULL;
@@ -962,7 +1026,7 @@ w_bcast(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         return NULL;
     if (n4p_arg_int(a[3], "root", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -1000,7 +1064,7 @@ w_broadcast(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
         return NULL;
     if (n4p_arg_int(a[4], "root", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1038,7 +1102,7 @@ w_all_reduce(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         return NULL;
     if (n4p_arg_int(a[4], "op", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1076,7 +1140,7 @@ w_reduce_scatter(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
         return NULL;
     if (n4p_arg_int(a[4], "op", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1111,7 +1175,7 @@ w_all_gather(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         return NULL;
     if (n4p_arg_int(a[3], "datatype", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -1146,7 +1210,7 @@ w_allto_all(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
         return NULL;
     if (n4p_arg_int(a[3], "datatype", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -1184,7 +1248,7 @@ w_gather(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         return NULL;
     if (n4p_arg_int(a[4], "root", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1222,7 +1286,7 @@ w_scatter(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
         return NULL;
     if (n4p_arg_int(a[4], "root", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1257,7 +1321,7 @@ w_send(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
         return NULL;
     if (n4p_arg_int(a[3], "peer", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -1292,7 +1356,7 @@ w_recv(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
         return NULL;
     if (n4p_arg_int(a[3], "peer", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -1332,7 +1396,7 @@ w_put_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         return NULL;
     if (n4p_arg_int(a[3], "peer", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "peer_win", (void **)&v4) < 0)
+    if (n4p_arg_win(a[4], "peer_win", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_size(a[5], "peer_win_offset", &v5) < 0)
         return NULL;
@@ -1342,7 +1406,7 @@ w_put_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         return NULL;
     if (n4p_arg_uint(a[8], "flags", &v8) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[9], "comm", (void **)&v9) < 0)
+    if (n4p_arg_comm(a[9], "comm", (void **)&v9) < 0)
         return NULL;
     if (n4p_arg_ptr(a[10], "stream", (void **)&v10) < 0)
         return NULL;
@@ -1377,7 +1441,7 @@ w_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         return NULL;
     if (n4p_arg_uint(a[3], "flags", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -1406,7 +1470,7 @@ w_wait_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     PyObject *res = NULL;
     if (n4p_arg_int(a[0], "n_desc", &v0) < 0)
         goto done;
-    if (n4p_arg_ptr(a[2], "comm", (void **)&v2) < 0)
+    if (n4p_arg_comm(a[2], "comm", (void **)&v2) < 0)
         goto done;
     if (n4p_arg_ptr(a[3], "stream", (void **)&v3) < 0)
         goto done;
@@ -1442,7 +1506,7 @@ w_dev_comm_create(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObje
     void *v2 = NULL;
     PyObject *obj = NULL;
     PyObject *res = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         goto done;
     if (n4p_arg_struct(st, N4P_S_DEV_COMM_REQUIREMENTS, a[1], "reqs", 0, &v1) < 0)
         goto done;
@@ -1480,7 +1544,7 @@ w_dev_comm_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObj
     n4p_state *st = n4p_get_state(mod);
     ncclComm_t v0;
     void *v1 = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_struct(st, N4P_S_DEV_COMM, a[1], "dev_comm", 0, &v1) < 0)
         return NULL;
@@ -1504,7 +1568,7 @@ w_get_lsa_multimem_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize
     ncclWindow_t v0;
     size_t v1;
     void *v2 = NULL;
-    if (n4p_arg_ptr(a[0], "window", (void **)&v0) < 0)
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_size(a[1], "offset", &v1) < 0)
         return NULL;
@@ -1531,7 +1595,7 @@ w_get_lsa_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
     size_t v1;
     int v2;
     void *v3 = NULL;
-    if (n4p_arg_ptr(a[0], "window", (void **)&v0) < 0)
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_size(a[1], "offset", &v1) < 0)
         return NULL;
@@ -1560,7 +1624,7 @@ w_get_peer_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     size_t v1;
     int v2;
     void *v3 = NULL;
-    if (n4p_arg_ptr(a[0], "window", (void **)&v0) < 0)
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_size(a[1], "offset", &v1) < 0)
         return NULL;
@@ -1573,6 +1637,666 @@ w_get_peer_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     if (n4p_status_failed(r))
         return n4p_raise_status(mod, r);
     return PyLong_FromVoidPtr(v3);
+}
+
+static PyObject *
+w_get_multimem_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"window", "offset", "multimem", NULL};
+    PyObject *a[3];
+    if (n4p_parse_args(args, nargs, kwnames, "get_multimem_device_pointer", kw, 3, 3, a) < 0)
+        return NULL;
+    ncclGetMultimemDevicePointer_fn fn = (ncclGetMultimemDevicePointer_fn)n4p_fn(mod, N4P_IDX_ncclGetMultimemDevicePointer);
+    if (fn == NULL)
+        return NULL;
+    ncclWindow_t v0;
+    size_t v1;
+    ncclMultimemHandle_t v2;
+    void *v3 = NULL;
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_size(a[1], "offset", &v1) < 0)
+        return NULL;
+    if (n4p_arg_multimem(a[2], "multimem", &v2) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, &v3);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromVoidPtr(v3);
+}
+
+static PyObject *
+w_get_multimem_device_le_info(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"window", "offset", NULL};
+    PyObject *a[2];
+    if (n4p_parse_args(args, nargs, kwnames, "get_multimem_device_le_info", kw, 2, 2, a) < 0)
+        return NULL;
+    ncclGetMultimemDeviceLeInfo_fn fn = (ncclGetMultimemDeviceLeInfo_fn)n4p_fn(mod, N4P_IDX_ncclGetMultimemDeviceLeInfo);
+    if (fn == NULL)
+        return NULL;
+    ncclWindow_t v0;
+    size_t v1;
+    ncclCftLeId v2 = 0;
+    size_t v3 = 0;
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_size(a[1], "offset", &v1) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, &v2, &v3);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return Py_BuildValue("(NN)", PyLong_FromUnsignedLong((unsigned long)v2), PyLong_FromSize_t(v3));
+}
+
+static PyObject *
+w_get_cft_device_le_info(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"window", "offset", "peer_cft", "cft_team", NULL};
+    PyObject *a[4];
+    if (n4p_parse_args(args, nargs, kwnames, "get_cft_device_le_info", kw, 4, 4, a) < 0)
+        return NULL;
+    ncclGetCftDeviceLeInfo_fn fn = (ncclGetCftDeviceLeInfo_fn)n4p_fn(mod, N4P_IDX_ncclGetCftDeviceLeInfo);
+    if (fn == NULL)
+        return NULL;
+    ncclWindow_t v0;
+    size_t v1;
+    int v2;
+    ncclTeam_t v3;
+    ncclCftLeId v4 = 0;
+    size_t v5 = 0;
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_size(a[1], "offset", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "peer_cft", &v2) < 0)
+        return NULL;
+    if (n4p_arg_team(a[3], "cft_team", &v3) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, v3, &v4, &v5);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return Py_BuildValue("(NN)", PyLong_FromUnsignedLong((unsigned long)v4), PyLong_FromSize_t(v5));
+}
+
+static PyObject *
+w_get_peer_device_le_info(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"window", "offset", "peer_world", NULL};
+    PyObject *a[3];
+    if (n4p_parse_args(args, nargs, kwnames, "get_peer_device_le_info", kw, 3, 3, a) < 0)
+        return NULL;
+    ncclGetPeerDeviceLeInfo_fn fn = (ncclGetPeerDeviceLeInfo_fn)n4p_fn(mod, N4P_IDX_ncclGetPeerDeviceLeInfo);
+    if (fn == NULL)
+        return NULL;
+    ncclWindow_t v0;
+    size_t v1;
+    int v2;
+    ncclCftLeId v3 = 0;
+    size_t v4 = 0;
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_size(a[1], "offset", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "peer_world", &v2) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, &v3, &v4);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return Py_BuildValue("(NN)", PyLong_FromUnsignedLong((unsigned long)v3), PyLong_FromSize_t(v4));
+}
+
+static PyObject *
+w_all_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream", "config", NULL};
+    PyObject *a[8];
+    if (n4p_parse_args(args, nargs, kwnames, "all_reduce_config", kw, 8, 8, a) < 0)
+        return NULL;
+    ncclAllReduceConfig_fn fn = (ncclAllReduceConfig_fn)n4p_fn(mod, N4P_IDX_ncclAllReduceConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    ncclComm_t v5;
+    cudaStream_t v6;
+    const void * v7;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "op", &v4) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, (ncclRedOp_t)v4, v5, v6, (const ncclCollConfig_t*)v7);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_broadcast_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", "config", NULL};
+    PyObject *a[8];
+    if (n4p_parse_args(args, nargs, kwnames, "broadcast_config", kw, 8, 8, a) < 0)
+        return NULL;
+    ncclBroadcastConfig_fn fn = (ncclBroadcastConfig_fn)n4p_fn(mod, N4P_IDX_ncclBroadcastConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    ncclComm_t v5;
+    cudaStream_t v6;
+    const void * v7;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "root", &v4) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, v4, v5, v6, (const ncclCollConfig_t*)v7);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "root", "comm", "stream", "config", NULL};
+    PyObject *a[9];
+    if (n4p_parse_args(args, nargs, kwnames, "reduce_config", kw, 9, 9, a) < 0)
+        return NULL;
+    ncclReduceConfig_fn fn = (ncclReduceConfig_fn)n4p_fn(mod, N4P_IDX_ncclReduceConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    int v5;
+    ncclComm_t v6;
+    cudaStream_t v7;
+    const void * v8;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "op", &v4) < 0)
+        return NULL;
+    if (n4p_arg_int(a[5], "root", &v5) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[6], "comm", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[7], "stream", (void **)&v7) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[8], "config", (void **)&v8) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, (ncclRedOp_t)v4, v5, v6, v7, (const ncclCollConfig_t*)v8);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_all_gather_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "sendcount", "datatype", "comm", "stream", "config", NULL};
+    PyObject *a[7];
+    if (n4p_parse_args(args, nargs, kwnames, "all_gather_config", kw, 7, 7, a) < 0)
+        return NULL;
+    ncclAllGatherConfig_fn fn = (ncclAllGatherConfig_fn)n4p_fn(mod, N4P_IDX_ncclAllGatherConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    ncclComm_t v4;
+    cudaStream_t v5;
+    const void * v6;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "sendcount", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[6], "config", (void **)&v6) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, v4, v5, (const ncclCollConfig_t*)v6);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_reduce_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "recvcount", "datatype", "op", "comm", "stream", "config", NULL};
+    PyObject *a[8];
+    if (n4p_parse_args(args, nargs, kwnames, "reduce_scatter_config", kw, 8, 8, a) < 0)
+        return NULL;
+    ncclReduceScatterConfig_fn fn = (ncclReduceScatterConfig_fn)n4p_fn(mod, N4P_IDX_ncclReduceScatterConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    ncclComm_t v5;
+    cudaStream_t v6;
+    const void * v7;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "recvcount", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "op", &v4) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, (ncclRedOp_t)v4, v5, v6, (const ncclCollConfig_t*)v7);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_allto_all_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "comm", "stream", "config", NULL};
+    PyObject *a[7];
+    if (n4p_parse_args(args, nargs, kwnames, "allto_all_config", kw, 7, 7, a) < 0)
+        return NULL;
+    ncclAlltoAllConfig_fn fn = (ncclAlltoAllConfig_fn)n4p_fn(mod, N4P_IDX_ncclAlltoAllConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    ncclComm_t v4;
+    cudaStream_t v5;
+    const void * v6;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[6], "config", (void **)&v6) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, v4, v5, (const ncclCollConfig_t*)v6);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_gather_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", "config", NULL};
+    PyObject *a[8];
+    if (n4p_parse_args(args, nargs, kwnames, "gather_config", kw, 8, 8, a) < 0)
+        return NULL;
+    ncclGatherConfig_fn fn = (ncclGatherConfig_fn)n4p_fn(mod, N4P_IDX_ncclGatherConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    ncclComm_t v5;
+    cudaStream_t v6;
+    const void * v7;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "root", &v4) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, v4, v5, v6, (const ncclCollConfig_t*)v7);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", "config", NULL};
+    PyObject *a[8];
+    if (n4p_parse_args(args, nargs, kwnames, "scatter_config", kw, 8, 8, a) < 0)
+        return NULL;
+    ncclScatterConfig_fn fn = (ncclScatterConfig_fn)n4p_fn(mod, N4P_IDX_ncclScatterConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    ncclComm_t v5;
+    cudaStream_t v6;
+    const void * v7;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "root", &v4) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, v4, v5, v6, (const ncclCollConfig_t*)v7);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_team_world(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "team_world", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclTeamWorld_fn fn = (ncclTeamWorld_fn)n4p_fn(mod, N4P_IDX_ncclTeamWorld);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    ncclTeam_t t;
+    Py_BEGIN_ALLOW_THREADS
+    t = fn(v0);
+    Py_END_ALLOW_THREADS
+    return n4p_team_new(mod, t);
+}
+
+static PyObject *
+w_team_lsa(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "team_lsa", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclTeamLsa_fn fn = (ncclTeamLsa_fn)n4p_fn(mod, N4P_IDX_ncclTeamLsa);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    ncclTeam_t t;
+    Py_BEGIN_ALLOW_THREADS
+    t = fn(v0);
+    Py_END_ALLOW_THREADS
+    return n4p_team_new(mod, t);
+}
+
+static PyObject *
+w_team_rail(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "team_rail", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclTeamRail_fn fn = (ncclTeamRail_fn)n4p_fn(mod, N4P_IDX_ncclTeamRail);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    ncclTeam_t t;
+    Py_BEGIN_ALLOW_THREADS
+    t = fn(v0);
+    Py_END_ALLOW_THREADS
+    return n4p_team_new(mod, t);
+}
+
+static PyObject *
+w_team_cft(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", "mode", NULL};
+    PyObject *a[2];
+    if (n4p_parse_args(args, nargs, kwnames, "team_cft", kw, 2, 2, a) < 0)
+        return NULL;
+    ncclTeamCft_fn fn = (ncclTeamCft_fn)n4p_fn(mod, N4P_IDX_ncclTeamCft);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    int v1;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_int(a[1], "mode", &v1) < 0)
+        return NULL;
+    ncclTeam_t t;
+    Py_BEGIN_ALLOW_THREADS
+    t = fn(v0, (ncclCftTeamMode_t)v1);
+    Py_END_ALLOW_THREADS
+    return n4p_team_new(mod, t);
+}
+
+static PyObject *
+w_team_cft_multimem(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "team_cft_multimem", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclTeamCftMultimem_fn fn = (ncclTeamCftMultimem_fn)n4p_fn(mod, N4P_IDX_ncclTeamCftMultimem);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    ncclTeam_t t;
+    Py_BEGIN_ALLOW_THREADS
+    t = fn(v0);
+    Py_END_ALLOW_THREADS
+    return n4p_team_new(mod, t);
+}
+
+static PyObject *
+w_team_rank_to_world(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", "team", "rank", NULL};
+    PyObject *a[3];
+    if (n4p_parse_args(args, nargs, kwnames, "team_rank_to_world", kw, 3, 3, a) < 0)
+        return NULL;
+    ncclTeamRankToWorld_fn fn = (ncclTeamRankToWorld_fn)n4p_fn(mod, N4P_IDX_ncclTeamRankToWorld);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    ncclTeam_t v1;
+    int v2;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_team(a[1], "team", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "rank", &v2) < 0)
+        return NULL;
+    int v;
+    Py_BEGIN_ALLOW_THREADS
+    v = fn(v0, v1, v2);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong((long)v);
+}
+
+static PyObject *
+w_team_rank_to_lsa(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", "team", "rank", NULL};
+    PyObject *a[3];
+    if (n4p_parse_args(args, nargs, kwnames, "team_rank_to_lsa", kw, 3, 3, a) < 0)
+        return NULL;
+    ncclTeamRankToLsa_fn fn = (ncclTeamRankToLsa_fn)n4p_fn(mod, N4P_IDX_ncclTeamRankToLsa);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    ncclTeam_t v1;
+    int v2;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_team(a[1], "team", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "rank", &v2) < 0)
+        return NULL;
+    int v;
+    Py_BEGIN_ALLOW_THREADS
+    v = fn(v0, v1, v2);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong((long)v);
+}
+
+static PyObject *
+w_lsa_barrier_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"team", "n_barriers", "out_handle", "out_req", NULL};
+    PyObject *a[4];
+    if (n4p_parse_args(args, nargs, kwnames, "lsa_barrier_create_requirement", kw, 4, 4, a) < 0)
+        return NULL;
+    ncclLsaBarrierCreateRequirement_fn fn = (ncclLsaBarrierCreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclLsaBarrierCreateRequirement);
+    if (fn == NULL)
+        return NULL;
+    ncclTeam_t v0;
+    int v1;
+    void * v2;
+    void * v3;
+    if (n4p_arg_team(a[0], "team", &v0) < 0)
+        return NULL;
+    if (n4p_arg_int(a[1], "n_barriers", &v1) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[2], "out_handle", (void **)&v2) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[3], "out_req", (void **)&v3) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, (ncclLsaBarrierHandle_t*)v2, (ncclDevResourceRequirements_t*)v3);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_gin_barrier_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", "team", "n_barriers", "out_handle", "out_req", NULL};
+    PyObject *a[5];
+    if (n4p_parse_args(args, nargs, kwnames, "gin_barrier_create_requirement", kw, 5, 5, a) < 0)
+        return NULL;
+    ncclGinBarrierCreateRequirement_fn fn = (ncclGinBarrierCreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclGinBarrierCreateRequirement);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    ncclTeam_t v1;
+    int v2;
+    void * v3;
+    void * v4;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_team(a[1], "team", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "n_barriers", &v2) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[3], "out_handle", (void **)&v3) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[4], "out_req", (void **)&v4) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclGinBarrierHandle_t*)v3, (ncclDevResourceRequirements_t*)v4);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
 }
 
 static PyObject *
@@ -1596,6 +2320,374 @@ w_ll_a2a_calc_slots(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyOb
     v = fn(v0, v1);
     Py_END_ALLOW_THREADS
     return PyLong_FromLong((long)v);
+}
+
+static PyObject *
+w_ll_a2a_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"n_blocks", "n_slots", "out_handle", "out_req", NULL};
+    PyObject *a[4];
+    if (n4p_parse_args(args, nargs, kwnames, "ll_a2a_create_requirement", kw, 4, 4, a) < 0)
+        return NULL;
+    ncclLLA2ACreateRequirement_fn fn = (ncclLLA2ACreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclLLA2ACreateRequirement);
+    if (fn == NULL)
+        return NULL;
+    int v0;
+    int v1;
+    void * v2;
+    void * v3;
+    if (n4p_arg_int(a[0], "n_blocks", &v0) < 0)
+        return NULL;
+    if (n4p_arg_int(a[1], "n_slots", &v1) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[2], "out_handle", (void **)&v2) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[3], "out_req", (void **)&v3) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, (ncclLLA2AHandle_t*)v2, (ncclDevResourceRequirements_t*)v3);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_gin_outbox_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"n_blocks", "size_log2", "out_handle", "out_req", NULL};
+    PyObject *a[4];
+    if (n4p_parse_args(args, nargs, kwnames, "gin_outbox_create_requirement", kw, 4, 4, a) < 0)
+        return NULL;
+    ncclGinOutboxCreateRequirement_fn fn = (ncclGinOutboxCreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclGinOutboxCreateRequirement);
+    if (fn == NULL)
+        return NULL;
+    int v0;
+    int v1;
+    void * v2;
+    void * v3;
+    if (n4p_arg_int(a[0], "n_blocks", &v0) < 0)
+        return NULL;
+    if (n4p_arg_int(a[1], "size_log2", &v1) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[2], "out_handle", (void **)&v2) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[3], "out_req", (void **)&v3) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, (ncclGinOutboxHandle*)v2, (ncclDevResourceRequirements*)v3);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_gin_inbox_a2a_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"peers", "n_blocks", "size_log2", "out_handle", "out_req", NULL};
+    PyObject *a[5];
+    if (n4p_parse_args(args, nargs, kwnames, "gin_inbox_a2a_create_requirement", kw, 5, 5, a) < 0)
+        return NULL;
+    ncclGinInboxA2ACreateRequirement_fn fn = (ncclGinInboxA2ACreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclGinInboxA2ACreateRequirement);
+    if (fn == NULL)
+        return NULL;
+    ncclTeam v0;
+    int v1;
+    int v2;
+    void * v3;
+    void * v4;
+    if (n4p_arg_team(a[0], "peers", &v0) < 0)
+        return NULL;
+    if (n4p_arg_int(a[1], "n_blocks", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "size_log2", &v2) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[3], "out_handle", (void **)&v3) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[4], "out_req", (void **)&v4) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclGinInboxA2AHandle*)v3, (ncclDevResourceRequirements*)v4);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_set_encryption(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"config", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "set_encryption", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclSetEncryption_fn fn = (ncclSetEncryption_fn)n4p_fn(mod, N4P_IDX_ncclSetEncryption);
+    if (fn == NULL)
+        return NULL;
+    const void * v0;
+    if (n4p_arg_addr(a[0], "config", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn((const ncclEncryptionConfig_t*)v0);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_param_bind(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"key", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "param_bind", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclParamBind_fn fn = (ncclParamBind_fn)n4p_fn(mod, N4P_IDX_ncclParamBind);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0 = NULL;
+    const char * v1;
+    if (n4p_arg_cstr(a[0], "key", &v1) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(&v0, (const char*)v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromVoidPtr((void *)v0);
+}
+
+static PyObject *
+w_param_get_i8(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "param_get_i8", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclParamGetI8_fn fn = (ncclParamGetI8_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI8);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    int8_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLong((long)v1);
+}
+
+static PyObject *
+w_param_get_i16(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "param_get_i16", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclParamGetI16_fn fn = (ncclParamGetI16_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI16);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    int16_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLong((long)v1);
+}
+
+static PyObject *
+w_param_get_i32(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "param_get_i32", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclParamGetI32_fn fn = (ncclParamGetI32_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI32);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    int32_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLong((long)v1);
+}
+
+static PyObject *
+w_param_get_i64(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "param_get_i64", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclParamGetI64_fn fn = (ncclParamGetI64_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI64);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    int64_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLongLong((long long)v1);
+}
+
+static PyObject *
+w_param_get_u8(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "param_get_u8", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclParamGetU8_fn fn = (ncclParamGetU8_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU8);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    uint8_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLong((long)v1);
+}
+
+static PyObject *
+w_param_get_u16(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "param_get_u16", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclParamGetU16_fn fn = (ncclParamGetU16_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU16);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    uint16_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLong((long)v1);
+}
+
+static PyObject *
+w_param_get_u32(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "param_get_u32", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclParamGetU32_fn fn = (ncclParamGetU32_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU32);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    uint32_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromUnsignedLong((unsigned long)v1);
+}
+
+static PyObject *
+w_param_get_u64(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "param_get_u64", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclParamGetU64_fn fn = (ncclParamGetU64_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU64);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    uint64_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromUnsignedLongLong((unsigned long long)v1);
+}
+
+static PyObject *
+w_param_get_str(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *a[1];
+    if (n4p_parse_args(args, nargs, kwnames, "param_get_str", kw, 1, 1, a) < 0)
+        return NULL;
+    ncclParamGetStr_fn fn = (ncclParamGetStr_fn)n4p_fn(mod, N4P_IDX_ncclParamGetStr);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    const char *v1 = NULL;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return n4p_str_result(v1);
+}
+
+static PyObject *
+w_param_dump_all(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (n4p_parse_args(args, nargs, kwnames, "param_dump_all", NULL, 0, 0, NULL) < 0)
+        return NULL;
+    ncclParamDumpAll_fn fn = (ncclParamDumpAll_fn)n4p_fn(mod, N4P_IDX_ncclParamDumpAll);
+    if (fn == NULL)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    fn();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+w_reset_debug_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (n4p_parse_args(args, nargs, kwnames, "reset_debug_init", NULL, 0, 0, NULL) < 0)
+        return NULL;
+    ncclResetDebugInit_fn fn = (ncclResetDebugInit_fn)n4p_fn(mod, N4P_IDX_ncclResetDebugInit);
+    if (fn == NULL)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    fn();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -1626,7 +2718,7 @@ w_all_reduce_with_bias(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, P
         return NULL;
     if (n4p_arg_int(a[4], "op", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1705,7 +2797,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclGetLastError (NCCL 2.13.4 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  str: the library's text (decoded as UTF-8; '' for NULL).\n"
@@ -1761,8 +2853,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommInitRank (NCCL 2.3.5 and later); the host backend implements it.\n"
      "\n"
      "comm is optional:\n"
-     "  comm_init_rank(nranks, comm_id, rank) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_init_rank(nranks, comm_id, rank) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_init_rank(comm, nranks, comm_id, rank) -> int\n"
      "      nccl4py 0.3: comm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -1789,8 +2884,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommInitRankConfig (NCCL 2.14.3 and later); the host backend implements it.\n"
      "\n"
      "comm is optional:\n"
-     "  comm_init_rank_config(nranks, comm_id, rank, config) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_init_rank_config(nranks, comm_id, rank, config) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_init_rank_config(comm, nranks, comm_id, rank, config) -> int\n"
      "      nccl4py 0.3: comm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -1818,8 +2916,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommInitRankScalable (NCCL 2.23.4 and later); the host backend implements it.\n"
      "\n"
      "newcomm is optional:\n"
-     "  comm_init_rank_scalable(nranks, myrank, n_id, comm_ids, config) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_init_rank_scalable(nranks, myrank, n_id, comm_ids, config) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_init_rank_scalable(newcomm, nranks, myrank, n_id, comm_ids, config) -> int\n"
      "      nccl4py 0.3: newcomm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -1852,7 +2953,7 @@ PyMethodDef n4p_api_methods[] = {
      "  devlist (Sequence[int] | int | None): ints: a sequence (copied for the call), an address, or None; ndev of them; default None\n"
      "\n"
      "Returns:\n"
-     "  list[int]: comm: new communicator handle, a list of ndev.\n"
+     "  list[Comm]: comm: new communicator handle, a list of ndev.\n"
      "\n"
      "Raises:\n"
      "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
@@ -1868,7 +2969,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommFinalize (NCCL 2.14.3 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -1887,7 +2988,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommDestroy (NCCL 2.3.5 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -1906,7 +3007,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommAbort (NCCL 2.4.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -1925,7 +3026,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommRevoke (NCCL 2.28.7 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  revoke_flags (int): C int\n"
      "\n"
      "Returns:\n"
@@ -1945,8 +3046,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommSplit (NCCL 2.18.1 and later); the host backend implements it.\n"
      "\n"
      "newcomm is optional:\n"
-     "  comm_split(comm, color, key, config) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_split(comm, color, key, config) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_split(comm, color, key, newcomm, config) -> int\n"
      "      nccl4py 0.3: newcomm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -1954,7 +3058,7 @@ PyMethodDef n4p_api_methods[] = {
      "  The number of arguments tells the two apart.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  color (int): C int\n"
      "  key (int): C int\n"
      "  newcomm (int): address of storage for the new communicator handle\n"
@@ -1974,8 +3078,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommShrink (NCCL 2.27.3 and later); the host backend implements it.\n"
      "\n"
      "newcomm is optional:\n"
-     "  comm_shrink(comm, exclude_ranks_list, exclude_ranks_count, config, shrink_flags) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_shrink(comm, exclude_ranks_list, exclude_ranks_count, config, shrink_flags) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_shrink(comm, exclude_ranks_list, exclude_ranks_count, newcomm, config, shrink_flags) -> int\n"
      "      nccl4py 0.3: newcomm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -1983,7 +3090,7 @@ PyMethodDef n4p_api_methods[] = {
      "  The number of arguments tells the two apart.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  exclude_ranks_list (Sequence[int] | int | None): ints: a sequence (copied for the call), an address, or None; exclude_ranks_count of them\n"
      "  exclude_ranks_count (int): C int\n"
      "  newcomm (int): address of storage for the new communicator handle\n"
@@ -2010,7 +3117,7 @@ PyMethodDef n4p_api_methods[] = {
      "      the library fills unique_id, the caller's storage.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  unique_id (UniqueId | Buffer | int): storage for the id: a UniqueId, a writable buffer of 128 bytes, or its address\n"
      "\n"
      "Raises:\n"
@@ -2027,8 +3134,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommGrow (NCCL 2.29.2 and later); the host backend does not implement it.\n"
      "\n"
      "newcomm is optional:\n"
-     "  comm_grow(comm, n_ranks, unique_id, rank, config) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_grow(comm, n_ranks, unique_id, rank, config) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_grow(comm, n_ranks, unique_id, rank, newcomm, config) -> int\n"
      "      nccl4py 0.3: newcomm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -2036,7 +3146,7 @@ PyMethodDef n4p_api_methods[] = {
      "  The number of arguments tells the two apart.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  n_ranks (int): C int\n"
      "  unique_id (UniqueId | Buffer | int | None): unique id: a UniqueId or 128 bytes, or their address; None or 0 for none\n"
      "  rank (int): C int\n"
@@ -2057,7 +3167,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommSuspend (NCCL 2.29.7 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  flags (int): C int\n"
      "\n"
      "Returns:\n"
@@ -2077,7 +3187,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommResume (NCCL 2.29.7 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -2096,7 +3206,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommMemStats (NCCL 2.29.7 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stat (int): which statistic (CommMemStat)\n"
      "\n"
      "Returns:\n"
@@ -2116,7 +3226,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommGetAsyncError (NCCL 2.4.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  int: async_error: status code (Result).\n"
@@ -2135,7 +3245,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommCount (NCCL 2.3.5 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  int: count: C int.\n"
@@ -2154,7 +3264,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommCuDevice (NCCL 2.3.5 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  int: device: C int.\n"
@@ -2173,7 +3283,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommUserRank (NCCL 2.3.5 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  int: rank: C int.\n"
@@ -2198,7 +3308,7 @@ PyMethodDef n4p_api_methods[] = {
      "      the library fills props, the caller's storage.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  props (CommProperties | int): storage: a CommProperties or its address\n"
      "\n"
      "Raises:\n"
@@ -2215,7 +3325,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommRegister (NCCL 2.19.1 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  buff (int): address\n"
      "  size (int): int in [0, 2**64)\n"
      "\n"
@@ -2236,7 +3346,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommDeregister (NCCL 2.19.1 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  handle (int): address\n"
      "\n"
      "Returns:\n"
@@ -2256,8 +3366,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommWindowRegister (NCCL 2.27.3 and later); the host backend implements it.\n"
      "\n"
      "win is optional:\n"
-     "  comm_window_register(comm, buff, size, win_flags) -> int\n"
-     "      nccl4py 0.2: returns the new window handle;\n"
+     "  comm_window_register(comm, buff, size, win_flags) -> Window\n"
+     "      nccl4py 0.2 and 0.5+: returns the new window handle, a Window whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_window_register(comm, buff, size, win, win_flags) -> int\n"
      "      nccl4py 0.3: win is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -2265,7 +3378,7 @@ PyMethodDef n4p_api_methods[] = {
      "  The number of arguments tells the two apart.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  buff (int): address\n"
      "  size (int): int in [0, 2**64)\n"
      "  win (int): address of storage for the new window handle\n"
@@ -2285,8 +3398,8 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommWindowDeregister (NCCL 2.27.3 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
-     "  win (int): window handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  win (Window | int): window handle (a Window or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -2305,8 +3418,8 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclWinGetUserPtr (NCCL 2.29.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
-     "  win (int): window handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  win (Window | int): window handle (a Window or an int)\n"
      "\n"
      "Returns:\n"
      "  int: out_user_ptr: address.\n"
@@ -2328,7 +3441,7 @@ PyMethodDef n4p_api_methods[] = {
      "  scalar (int): address\n"
      "  datatype (int): data type (DataType)\n"
      "  residence (int): where the scalar is (ScalarResidence)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  int: op: new reduction op.\n"
@@ -2348,7 +3461,7 @@ PyMethodDef n4p_api_methods[] = {
      "\n"
      "Arguments:\n"
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -2373,7 +3486,7 @@ PyMethodDef n4p_api_methods[] = {
      "  datatype (int): data type (DataType)\n"
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
      "  root (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2397,7 +3510,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  root (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2422,7 +3535,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  root (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2447,7 +3560,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2472,7 +3585,7 @@ PyMethodDef n4p_api_methods[] = {
      "  recvcount (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2496,7 +3609,7 @@ PyMethodDef n4p_api_methods[] = {
      "  recvbuff (int): address\n"
      "  sendcount (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2520,7 +3633,7 @@ PyMethodDef n4p_api_methods[] = {
      "  recvbuff (int): address\n"
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2545,7 +3658,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  root (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2570,7 +3683,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  root (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2594,7 +3707,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  peer (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2618,7 +3731,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  peer (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2642,12 +3755,12 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  peer (int): C int\n"
-     "  peer_win (int): window handle\n"
+     "  peer_win (Window | int): window handle (a Window or an int)\n"
      "  peer_win_offset (int): int in [0, 2**64)\n"
      "  sig_idx (int): C int\n"
      "  ctx (int): C int\n"
      "  flags (int): C unsigned int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2671,7 +3784,7 @@ PyMethodDef n4p_api_methods[] = {
      "  sig_idx (int): C int\n"
      "  ctx (int): C int\n"
      "  flags (int): C unsigned int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2693,7 +3806,7 @@ PyMethodDef n4p_api_methods[] = {
      "Arguments:\n"
      "  n_desc (int): C int\n"
      "  signal_descs (Sequence[WaitSignalDesc] | Buffer | int): descriptors: a sequence of WaitSignalDesc, or one buffer or address holding them all; n_desc of them\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2773,7 +3886,7 @@ PyMethodDef n4p_api_methods[] = {
      "      the library fills out_dev_comm, the caller's storage.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  reqs (DevCommRequirements | int): a DevCommRequirements or its address\n"
      "  out_dev_comm (DevComm | int): storage: a DevComm or its address\n"
      "\n"
@@ -2791,7 +3904,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclDevCommDestroy (NCCL 2.28.3 and later); the host backend does not implement it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  dev_comm (DevComm | int): a DevComm or its address\n"
      "\n"
      "Returns:\n"
@@ -2811,7 +3924,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclGetLsaMultimemDevicePointer (NCCL 2.29.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  window (int): window handle\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
      "  offset (int): int in [0, 2**64)\n"
      "\n"
      "Returns:\n"
@@ -2831,7 +3944,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclGetLsaDevicePointer (NCCL 2.29.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  window (int): window handle\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
      "  offset (int): int in [0, 2**64)\n"
      "  lsa_rank (int): C int\n"
      "\n"
@@ -2852,7 +3965,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclGetPeerDevicePointer (NCCL 2.29.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  window (int): window handle\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
      "  offset (int): int in [0, 2**64)\n"
      "  peer (int): C int\n"
      "\n"
@@ -2862,6 +3975,473 @@ PyMethodDef n4p_api_methods[] = {
      "Raises:\n"
      "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
      "  FunctionNotFoundError: the loaded library lacks ncclGetPeerDevicePointer.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"get_multimem_device_pointer", (PyCFunction)(void (*)(void))w_get_multimem_device_pointer, METH_FASTCALL | METH_KEYWORDS,
+     "get_multimem_device_pointer(window, offset, multimem)\n"
+     "--\n"
+     "\n"
+     "The multicast address of offset in the window, for the team whose multimem handle is given.\n"
+     "\n"
+     "Calls ncclGetMultimemDevicePointer (NCCL 2.29.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
+     "  offset (int): int in [0, 2**64)\n"
+     "  multimem (MultimemLike): multimem handle (passed by value): an object with an int .mc_base_ptr (a MultimemHandle), a (mc_base_ptr,) tuple, or the address of an ncclMultimemHandle_t\n"
+     "\n"
+     "Returns:\n"
+     "  int: out_ptr: address.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGetMultimemDevicePointer.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"get_multimem_device_le_info", (PyCFunction)(void (*)(void))w_get_multimem_device_le_info, METH_FASTCALL | METH_KEYWORDS,
+     "get_multimem_device_le_info(window, offset)\n"
+     "--\n"
+     "\n"
+     "The multicast load/store endpoint id and offset of offset in the window.\n"
+     "\n"
+     "Calls ncclGetMultimemDeviceLeInfo (NCCL 2.31.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
+     "  offset (int): int in [0, 2**64)\n"
+     "\n"
+     "Returns:\n"
+     "  tuple[int, int]: le_id: load/store endpoint id; le_offset: offset in bytes.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGetMultimemDeviceLeInfo.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"get_cft_device_le_info", (PyCFunction)(void (*)(void))w_get_cft_device_le_info, METH_FASTCALL | METH_KEYWORDS,
+     "get_cft_device_le_info(window, offset, peer_cft, cft_team)\n"
+     "--\n"
+     "\n"
+     "The load/store endpoint id and offset of offset in the window of member peer_cft of cft_team.\n"
+     "\n"
+     "Calls ncclGetCftDeviceLeInfo (NCCL 2.31.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
+     "  offset (int): int in [0, 2**64)\n"
+     "  peer_cft (int): C int\n"
+     "  cft_team (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "\n"
+     "Returns:\n"
+     "  tuple[int, int]: le_id: load/store endpoint id; le_offset: offset in bytes.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGetCftDeviceLeInfo.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"get_peer_device_le_info", (PyCFunction)(void (*)(void))w_get_peer_device_le_info, METH_FASTCALL | METH_KEYWORDS,
+     "get_peer_device_le_info(window, offset, peer_world)\n"
+     "--\n"
+     "\n"
+     "The load/store endpoint id and offset of offset in the window of world rank peer_world.\n"
+     "\n"
+     "Calls ncclGetPeerDeviceLeInfo (NCCL 2.31.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
+     "  offset (int): int in [0, 2**64)\n"
+     "  peer_world (int): C int\n"
+     "\n"
+     "Returns:\n"
+     "  tuple[int, int]: le_id: load/store endpoint id; le_offset: offset in bytes.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGetPeerDeviceLeInfo.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"all_reduce_config", (PyCFunction)(void (*)(void))w_all_reduce_config, METH_FASTCALL | METH_KEYWORDS,
+     "all_reduce_config(sendbuff, recvbuff, count, datatype, op, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "all_reduce with a per-call config (a CollConfig or its address; None or 0: as all_reduce).\n"
+     "\n"
+     "Calls ncclAllReduceConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclAllReduceConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"broadcast_config", (PyCFunction)(void (*)(void))w_broadcast_config, METH_FASTCALL | METH_KEYWORDS,
+     "broadcast_config(sendbuff, recvbuff, count, datatype, root, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "broadcast with a per-call config (a CollConfig or its address; None or 0: as broadcast).\n"
+     "\n"
+     "Calls ncclBroadcastConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  root (int): C int\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclBroadcastConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"reduce_config", (PyCFunction)(void (*)(void))w_reduce_config, METH_FASTCALL | METH_KEYWORDS,
+     "reduce_config(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "reduce with a per-call config (a CollConfig or its address; None or 0: as reduce).\n"
+     "\n"
+     "Calls ncclReduceConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
+     "  root (int): C int\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclReduceConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"all_gather_config", (PyCFunction)(void (*)(void))w_all_gather_config, METH_FASTCALL | METH_KEYWORDS,
+     "all_gather_config(sendbuff, recvbuff, sendcount, datatype, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "all_gather with a per-call config (a CollConfig or its address; None or 0: as all_gather).\n"
+     "\n"
+     "Calls ncclAllGatherConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  sendcount (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclAllGatherConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"reduce_scatter_config", (PyCFunction)(void (*)(void))w_reduce_scatter_config, METH_FASTCALL | METH_KEYWORDS,
+     "reduce_scatter_config(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "reduce_scatter with a per-call config (a CollConfig or its address; None or 0: as reduce_scatter).\n"
+     "\n"
+     "Calls ncclReduceScatterConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  recvcount (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclReduceScatterConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"allto_all_config", (PyCFunction)(void (*)(void))w_allto_all_config, METH_FASTCALL | METH_KEYWORDS,
+     "allto_all_config(sendbuff, recvbuff, count, datatype, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "allto_all with a per-call config (a CollConfig or its address; None or 0: as allto_all).\n"
+     "\n"
+     "Calls ncclAlltoAllConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclAlltoAllConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"gather_config", (PyCFunction)(void (*)(void))w_gather_config, METH_FASTCALL | METH_KEYWORDS,
+     "gather_config(sendbuff, recvbuff, count, datatype, root, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "gather with a per-call config (a CollConfig or its address; None or 0: as gather).\n"
+     "\n"
+     "Calls ncclGatherConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  root (int): C int\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGatherConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"scatter_config", (PyCFunction)(void (*)(void))w_scatter_config, METH_FASTCALL | METH_KEYWORDS,
+     "scatter_config(sendbuff, recvbuff, count, datatype, root, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "scatter with a per-call config (a CollConfig or its address; None or 0: as scatter).\n"
+     "\n"
+     "Calls ncclScatterConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  root (int): C int\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclScatterConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_world", (PyCFunction)(void (*)(void))w_team_world, METH_FASTCALL | METH_KEYWORDS,
+     "team_world(comm)\n"
+     "--\n"
+     "\n"
+     "The team of every rank of the communicator.\n"
+     "\n"
+     "Calls ncclTeamWorld (NCCL 2.28.3 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "\n"
+     "Returns:\n"
+     "  Team: the team (n_ranks, rank, stride), returned by value.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamWorld.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_lsa", (PyCFunction)(void (*)(void))w_team_lsa, METH_FASTCALL | METH_KEYWORDS,
+     "team_lsa(comm)\n"
+     "--\n"
+     "\n"
+     "The team of the ranks that can load and store this rank's memory (lsa: load/store accessible).\n"
+     "\n"
+     "Calls ncclTeamLsa (NCCL 2.28.3 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "\n"
+     "Returns:\n"
+     "  Team: the team (n_ranks, rank, stride), returned by value.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamLsa.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_rail", (PyCFunction)(void (*)(void))w_team_rail, METH_FASTCALL | METH_KEYWORDS,
+     "team_rail(comm)\n"
+     "--\n"
+     "\n"
+     "The team of the ranks with this rank's position in their lsa team (one per lsa team).\n"
+     "\n"
+     "Calls ncclTeamRail (NCCL 2.28.3 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "\n"
+     "Returns:\n"
+     "  Team: the team (n_ranks, rank, stride), returned by value.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamRail.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_cft", (PyCFunction)(void (*)(void))w_team_cft, METH_FASTCALL | METH_KEYWORDS,
+     "team_cft(comm, mode)\n"
+     "--\n"
+     "\n"
+     "The team of the ranks the connection fabric links to this rank, shaped by mode (CftTeamMode).\n"
+     "\n"
+     "Calls ncclTeamCft (NCCL 2.31.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  mode (int): team shape (CftTeamMode)\n"
+     "\n"
+     "Returns:\n"
+     "  Team: the team (n_ranks, rank, stride), returned by value.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamCft.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_cft_multimem", (PyCFunction)(void (*)(void))w_team_cft_multimem, METH_FASTCALL | METH_KEYWORDS,
+     "team_cft_multimem(comm)\n"
+     "--\n"
+     "\n"
+     "The team of the ranks that share this rank's connection-fabric multicast.\n"
+     "\n"
+     "Calls ncclTeamCftMultimem (NCCL 2.31.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "\n"
+     "Returns:\n"
+     "  Team: the team (n_ranks, rank, stride), returned by value.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamCftMultimem.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_rank_to_world", (PyCFunction)(void (*)(void))w_team_rank_to_world, METH_FASTCALL | METH_KEYWORDS,
+     "team_rank_to_world(comm, team, rank)\n"
+     "--\n"
+     "\n"
+     "The world rank of member rank of team (-1 when there is none).\n"
+     "\n"
+     "Calls ncclTeamRankToWorld (NCCL 2.28.3 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  team (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "  rank (int): C int\n"
+     "\n"
+     "Returns:\n"
+     "  int: the function's result.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamRankToWorld.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_rank_to_lsa", (PyCFunction)(void (*)(void))w_team_rank_to_lsa, METH_FASTCALL | METH_KEYWORDS,
+     "team_rank_to_lsa(comm, team, rank)\n"
+     "--\n"
+     "\n"
+     "The lsa rank of member rank of team (-1 when it is not in this rank's lsa team).\n"
+     "\n"
+     "Calls ncclTeamRankToLsa (NCCL 2.28.3 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  team (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "  rank (int): C int\n"
+     "\n"
+     "Returns:\n"
+     "  int: the function's result.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamRankToLsa.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"lsa_barrier_create_requirement", (PyCFunction)(void (*)(void))w_lsa_barrier_create_requirement, METH_FASTCALL | METH_KEYWORDS,
+     "lsa_barrier_create_requirement(team, n_barriers, out_handle, out_req)\n"
+     "--\n"
+     "\n"
+     "Fill out_handle and out_req with what n_barriers barriers over team need (for dev_comm_create).\n"
+     "\n"
+     "Calls ncclLsaBarrierCreateRequirement (NCCL 2.28.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  team (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "  n_barriers (int): C int\n"
+     "  out_handle (SupportsPtr | int): storage for the LsaBarrierHandle: an object with an int .ptr (a struct object) or its address\n"
+     "  out_req (SupportsPtr | int): storage for the DevResourceRequirements: an object with an int .ptr (a struct object) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclLsaBarrierCreateRequirement.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"gin_barrier_create_requirement", (PyCFunction)(void (*)(void))w_gin_barrier_create_requirement, METH_FASTCALL | METH_KEYWORDS,
+     "gin_barrier_create_requirement(comm, team, n_barriers, out_handle, out_req)\n"
+     "--\n"
+     "\n"
+     "Fill out_handle and out_req with what n_barriers network (GIN) barriers over team need.\n"
+     "\n"
+     "Calls ncclGinBarrierCreateRequirement (NCCL 2.28.7 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  team (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "  n_barriers (int): C int\n"
+     "  out_handle (SupportsPtr | int): storage for the GinBarrierHandle: an object with an int .ptr (a struct object) or its address\n"
+     "  out_req (SupportsPtr | int): storage for the DevResourceRequirements: an object with an int .ptr (a struct object) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGinBarrierCreateRequirement.\n"
      "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
      "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
     {"ll_a2a_calc_slots", (PyCFunction)(void (*)(void))w_ll_a2a_calc_slots, METH_FASTCALL | METH_KEYWORDS,
@@ -2883,6 +4463,367 @@ PyMethodDef n4p_api_methods[] = {
      "  FunctionNotFoundError: the loaded library lacks ncclLLA2ACalcSlots.\n"
      "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
      "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"ll_a2a_create_requirement", (PyCFunction)(void (*)(void))w_ll_a2a_create_requirement, METH_FASTCALL | METH_KEYWORDS,
+     "ll_a2a_create_requirement(n_blocks, n_slots, out_handle, out_req)\n"
+     "--\n"
+     "\n"
+     "Fill out_handle and out_req with what a low-latency all-to-all of n_blocks blocks and n_slots slots needs.\n"
+     "\n"
+     "Calls ncclLLA2ACreateRequirement (NCCL 2.28.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  n_blocks (int): C int\n"
+     "  n_slots (int): C int\n"
+     "  out_handle (SupportsPtr | int): storage for the LLA2AHandle: an object with an int .ptr (a struct object) or its address\n"
+     "  out_req (SupportsPtr | int): storage for the DevResourceRequirements: an object with an int .ptr (a struct object) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclLLA2ACreateRequirement.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"gin_outbox_create_requirement", (PyCFunction)(void (*)(void))w_gin_outbox_create_requirement, METH_FASTCALL | METH_KEYWORDS,
+     "gin_outbox_create_requirement(n_blocks, size_log2, out_handle, out_req)\n"
+     "--\n"
+     "\n"
+     "Fill out_handle and out_req with what a network (GIN) outbox of n_blocks blocks of 2**size_log2 bytes needs.\n"
+     "\n"
+     "Calls ncclGinOutboxCreateRequirement (NCCL 2.30.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  n_blocks (int): C int\n"
+     "  size_log2 (int): C int\n"
+     "  out_handle (SupportsPtr | int): storage for the GIN outbox handle (8 bytes): an object with an int .ptr (a struct object) or its address\n"
+     "  out_req (SupportsPtr | int): storage for the DevResourceRequirements: an object with an int .ptr (a struct object) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGinOutboxCreateRequirement.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"gin_inbox_a2a_create_requirement", (PyCFunction)(void (*)(void))w_gin_inbox_a2a_create_requirement, METH_FASTCALL | METH_KEYWORDS,
+     "gin_inbox_a2a_create_requirement(peers, n_blocks, size_log2, out_handle, out_req)\n"
+     "--\n"
+     "\n"
+     "Fill out_handle and out_req with what an all-to-all network (GIN) inbox from peers needs.\n"
+     "\n"
+     "Calls ncclGinInboxA2ACreateRequirement (NCCL 2.30.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  peers (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "  n_blocks (int): C int\n"
+     "  size_log2 (int): C int\n"
+     "  out_handle (SupportsPtr | int): storage for the GIN all-to-all inbox handle (16 bytes): an object with an int .ptr (a struct object) or its address\n"
+     "  out_req (SupportsPtr | int): storage for the DevResourceRequirements: an object with an int .ptr (a struct object) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGinInboxA2ACreateRequirement.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"set_encryption", (PyCFunction)(void (*)(void))w_set_encryption, METH_FASTCALL | METH_KEYWORDS,
+     "set_encryption(config)\n"
+     "--\n"
+     "\n"
+     "Ask the library to encrypt its TCP sockets as config (an EncryptionConfig or its address) says.\n"
+     "\n"
+     "Calls ncclSetEncryption (NCCL 2.32.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  config (SupportsPtr | int): an object with an int .ptr (an EncryptionConfig) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclSetEncryption.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_bind", (PyCFunction)(void (*)(void))w_param_bind, METH_FASTCALL | METH_KEYWORDS,
+     "param_bind(key)\n"
+     "--\n"
+     "\n"
+     "The handle of the parameter named key (NCCL_DEBUG, ...).\n"
+     "\n"
+     "Calls ncclParamBind (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  key (str | bytes): text (str, or bytes without NUL)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: parameter handle.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamBind.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_i8", (PyCFunction)(void (*)(void))w_param_get_i8, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_i8(h)\n"
+     "--\n"
+     "\n"
+     "The value of an int8_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetI8 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: int8.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetI8.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_i16", (PyCFunction)(void (*)(void))w_param_get_i16, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_i16(h)\n"
+     "--\n"
+     "\n"
+     "The value of an int16_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetI16 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: int16.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetI16.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_i32", (PyCFunction)(void (*)(void))w_param_get_i32, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_i32(h)\n"
+     "--\n"
+     "\n"
+     "The value of an int32_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetI32 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: int32.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetI32.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_i64", (PyCFunction)(void (*)(void))w_param_get_i64, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_i64(h)\n"
+     "--\n"
+     "\n"
+     "The value of an int64_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetI64 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: int64.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetI64.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_u8", (PyCFunction)(void (*)(void))w_param_get_u8, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_u8(h)\n"
+     "--\n"
+     "\n"
+     "The value of a uint8_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetU8 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: uint8.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetU8.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_u16", (PyCFunction)(void (*)(void))w_param_get_u16, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_u16(h)\n"
+     "--\n"
+     "\n"
+     "The value of a uint16_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetU16 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: uint16.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetU16.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_u32", (PyCFunction)(void (*)(void))w_param_get_u32, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_u32(h)\n"
+     "--\n"
+     "\n"
+     "The value of a uint32_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetU32 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: uint32.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetU32.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_u64", (PyCFunction)(void (*)(void))w_param_get_u64, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_u64(h)\n"
+     "--\n"
+     "\n"
+     "The value of a uint64_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetU64 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: uint64.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetU64.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_str", (PyCFunction)(void (*)(void))w_param_get_str, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_str(h)\n"
+     "--\n"
+     "\n"
+     "The value of a string parameter.\n"
+     "\n"
+     "Calls ncclParamGetStr (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  str: out: text.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetStr.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get", (PyCFunction)(void (*)(void))n4p_w_param_get, METH_FASTCALL | METH_KEYWORDS,
+     "param_get(h, max_len)\n"
+     "--\n"
+     "\n"
+     "The raw bytes of a parameter's value (max_len: the most bytes to accept).\n"
+     "\n"
+     "Calls ncclParamGet (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "  max_len (int): C int\n"
+     "\n"
+     "Returns:\n"
+     "  bytes: out: the value's bytes.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGet.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_parameter", (PyCFunction)(void (*)(void))n4p_w_param_get_parameter, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_parameter(key)\n"
+     "--\n"
+     "\n"
+     "The value of the parameter named key, as text (KeyError for an unknown key).\n"
+     "\n"
+     "Calls ncclParamGetParameter (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  key (str | bytes): text (str, or bytes without NUL)\n"
+     "\n"
+     "Returns:\n"
+     "  str: value: text.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetParameter.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_all_keys", (PyCFunction)(void (*)(void))n4p_w_param_get_all_keys, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_all_keys()\n"
+     "--\n"
+     "\n"
+     "The names of every parameter the library knows now.\n"
+     "\n"
+     "Calls ncclParamGetAllParameterKeys (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Returns:\n"
+     "  list[str]: table: names.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetAllParameterKeys.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_dump_all", (PyCFunction)(void (*)(void))w_param_dump_all, METH_FASTCALL | METH_KEYWORDS,
+     "param_dump_all()\n"
+     "--\n"
+     "\n"
+     "Print every parameter (type, value, where it was set) to standard output.\n"
+     "\n"
+     "Calls ncclParamDumpAll (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Returns:\n"
+     "  None.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamDumpAll.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"reset_debug_init", (PyCFunction)(void (*)(void))w_reset_debug_init, METH_FASTCALL | METH_KEYWORDS,
+     "reset_debug_init()\n"
+     "--\n"
+     "\n"
+     "Make the library read NCCL_DEBUG and its companions again (deprecated by NCCL).\n"
+     "\n"
+     "Calls ncclResetDebugInit (NCCL 2.24.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Returns:\n"
+     "  None.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclResetDebugInit.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
     {"all_reduce_with_bias", (PyCFunction)(void (*)(void))w_all_reduce_with_bias, METH_FASTCALL | METH_KEYWORDS,
      "all_reduce_with_bias(sendbuff, recvbuff, count, datatype, op, comm, stream, acc)\n"
      "--\n"
@@ -2897,7 +4838,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "  acc (int): address of the data to send\n"
      "\n"
@@ -2925,7 +4866,7 @@ PyMethodDef n4p_api_methods[] = {
      "  recvcounts (Sequence[int] | int): size_t values: a sequence (copied for the call) or an address\n"
      "  rdispls (Sequence[int] | int): size_t values: a sequence (copied for the call) or an address\n"
      "  datatype (int): data type (DataType)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
