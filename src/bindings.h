@@ -149,9 +149,41 @@ n4p_small_int(PyObject *o, long long *v)
 {
     if (!PyLong_Check(o)) /* int and its subclasses (IntEnum members) */
         return 0;
+#if PYLONG_BITS_IN_DIGIT == 30
+    /* Up to two 30-bit digits (|value| < 2**60: sizes, ints and the
+     * addresses of user space) straight from the digits, as CPython's own
+     * inline helpers do. */
+    const digit *d;
+    Py_ssize_t ndigits;
+    int negative;
 #if PY_VERSION_HEX >= 0x030C0000
     if (PyUnstable_Long_IsCompact((PyLongObject *)o)) {
         *v = (long long)PyUnstable_Long_CompactValue((PyLongObject *)o);
+        return 1;
+    }
+#ifdef _PyLong_NON_SIZE_BITS
+    uintptr_t tag = ((PyLongObject *)o)->long_value.lv_tag;
+    ndigits = (Py_ssize_t)(tag >> _PyLong_NON_SIZE_BITS);
+    negative = (tag & _PyLong_SIGN_MASK) == 2;
+    d = ((PyLongObject *)o)->long_value.ob_digit;
+#else
+    ndigits = 0, negative = 0, d = NULL;
+#endif
+#else
+    ndigits = Py_SIZE(o);
+    negative = ndigits < 0;
+    if (negative)
+        ndigits = -ndigits;
+    d = ((PyLongObject *)o)->ob_digit;
+    if (ndigits <= 1) {
+        long long x = ndigits ? (long long)d[0] : 0;
+        *v = negative ? -x : x;
+        return 1;
+    }
+#endif
+    if (ndigits == 2) {
+        long long x = (long long)d[0] | ((long long)d[1] << PyLong_SHIFT);
+        *v = negative ? -x : x;
         return 1;
     }
 #endif

@@ -422,7 +422,6 @@ def _gen_prologue(e: Entry) -> list[str]:
     if n:
         names = ", ".join(f'"{p.pyname}"' for p in pys)
         out.append(f"    static const char *const kw[] = {{{names}, NULL}};")
-        out.append(f"    PyObject *a[{n}];")
         trailing = 0  # the run of optional arguments at the end
         for p in reversed(pys):
             if p.default or p is opt:
@@ -431,13 +430,18 @@ def _gen_prologue(e: Entry) -> list[str]:
                 break
         slot = pys.index(opt) if opt is not None else -1
         if opt is not None and slot < n - trailing:
+            out.append(f"    PyObject *a[{n}];")
             out.append(f'    int given = n4p_parse_args_out(args, nargs, kwnames, "{e.pyname}", '
                        f"kw, {n}, {slot}, a);")
             out.append("    if (given < 0)")
+            out.append("        return NULL;")
         else:
-            out.append(f'    if (n4p_parse_args(args, nargs, kwnames, "{e.pyname}", kw, '
-                       f"{n - trailing}, {n}, a) < 0)")
-        out.append("        return NULL;")
+            # every argument positional (the common case): the caller's array
+            out += [f"    PyObject *parsed[{n}];", "    PyObject *const *a = args;",
+                    f"    if (kwnames != NULL || nargs != {n}) {{",
+                    f'        if (n4p_parse_args(args, nargs, kwnames, "{e.pyname}", kw, '
+                    f"{n - trailing}, {n}, parsed) < 0)",
+                    "            return NULL;", "        a = parsed;", "    }"]
         if opt is not None and slot >= n - trailing:
             out.append(f"    int given = a[{slot}] != NULL;")
     else:

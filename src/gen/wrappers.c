@@ -24,9 +24,13 @@ static PyObject *
 w_get_unique_id(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"unique_id", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "get_unique_id", kw, 0, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_unique_id", kw, 0, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     int given = a[0] != NULL;
     ncclGetUniqueId_fn fn = (ncclGetUniqueId_fn)n4p_fn(mod, N4P_IDX_ncclGetUniqueId);
     if (fn == NULL)
@@ -63,9 +67,13 @@ static PyObject *
 w_get_error_string(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"result", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "get_error_string", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_error_string", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetErrorString_fn fn = (ncclGetErrorString_fn)n4p_fn(mod, N4P_IDX_ncclGetErrorString);
     if (fn == NULL)
         return NULL;
@@ -83,9 +91,13 @@ static PyObject *
 w_get_last_error(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "get_last_error", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_last_error", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetLastError_fn fn = (ncclGetLastError_fn)n4p_fn(mod, N4P_IDX_ncclGetLastError);
     if (fn == NULL)
         return NULL;
@@ -103,9 +115,13 @@ static PyObject *
 w_mem_alloc(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"size", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "mem_alloc", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "mem_alloc", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclMemAlloc_fn fn = (ncclMemAlloc_fn)n4p_fn(mod, N4P_IDX_ncclMemAlloc);
     if (fn == NULL)
         return NULL;
@@ -126,9 +142,13 @@ static PyObject *
 w_mem_free(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"ptr", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "mem_free", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "mem_free", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclMemFree_fn fn = (ncclMemFree_fn)n4p_fn(mod, N4P_IDX_ncclMemFree);
     if (fn == NULL)
         return NULL;
@@ -288,9 +308,13 @@ static PyObject *
 w_comm_finalize(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_finalize", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_finalize", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommFinalize_fn fn = (ncclCommFinalize_fn)n4p_fn(mod, N4P_IDX_ncclCommFinalize);
     if (fn == NULL)
         return NULL;
@@ -308,9 +332,13 @@ static PyObject *
 w_comm_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_destroy", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_destroy", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommDestroy_fn fn = (ncclCommDestroy_fn)n4p_fn(mod, N4P_IDX_ncclCommDestroy);
     if (fn == NULL)
         return NULL;
@@ -328,9 +356,13 @@ static PyObject *
 w_comm_abort(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_abort", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_abort", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommAbort_fn fn = (ncclCommAbort_fn)n4p_fn(mod, N4P_IDX_ncclCommAbort);
     if (fn == NULL)
         return NULL;
@@ -348,9 +380,13 @@ static PyObject *
 w_comm_revoke(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "revoke_flags", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_revoke", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_revoke", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommRevoke_fn fn = (ncclCommRevoke_fn)n4p_fn(mod, N4P_IDX_ncclCommRevoke);
     if (fn == NULL)
         return NULL;
@@ -469,9 +505,13 @@ static PyObject *
 w_comm_get_unique_id(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "unique_id", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_get_unique_id", kw, 1, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_get_unique_id", kw, 1, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     int given = a[1] != NULL;
     ncclCommGetUniqueId_fn fn = (ncclCommGetUniqueId_fn)n4p_fn(mod, N4P_IDX_ncclCommGetUniqueId);
     if (fn == NULL)
@@ -562,9 +602,13 @@ static PyObject *
 w_comm_suspend(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "flags", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_suspend", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_suspend", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommSuspend_fn fn = (ncclCommSuspend_fn)n4p_fn(mod, N4P_IDX_ncclCommSuspend);
     if (fn == NULL)
         return NULL;
@@ -585,9 +629,13 @@ static PyObject *
 w_comm_resume(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_resume", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_resume", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommResume_fn fn = (ncclCommResume_fn)n4p_fn(mod, N4P_IDX_ncclCommResume);
     if (fn == NULL)
         return NULL;
@@ -605,9 +653,13 @@ static PyObject *
 w_comm_mem_stats(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "stat", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_mem_stats", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_mem_stats", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommMemStats_fn fn = (ncclCommMemStats_fn)n4p_fn(mod, N4P_IDX_ncclCommMemStats);
     if (fn == NULL)
         return NULL;
@@ -631,9 +683,13 @@ static PyObject *
 w_comm_get_async_error(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_get_async_error", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_get_async_error", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommGetAsyncError_fn fn = (ncclCommGetAsyncError_fn)n4p_fn(mod, N4P_IDX_ncclCommGetAsyncError);
     if (fn == NULL)
         return NULL;
@@ -654,9 +710,13 @@ static PyObject *
 w_comm_count(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_count", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_count", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommCount_fn fn = (ncclCommCount_fn)n4p_fn(mod, N4P_IDX_ncclCommCount);
     if (fn == NULL)
         return NULL;
@@ -677,9 +737,13 @@ static PyObject *
 w_comm_cu_device(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_cu_device", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_cu_device", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommCuDevice_fn fn = (ncclCommCuDevice_fn)n4p_fn(mod, N4P_IDX_ncclCommCuDevice);
     if (fn == NULL)
         return NULL;
@@ -700,9 +764,13 @@ static PyObject *
 w_comm_user_rank(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_user_rank", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_user_rank", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommUserRank_fn fn = (ncclCommUserRank_fn)n4p_fn(mod, N4P_IDX_ncclCommUserRank);
     if (fn == NULL)
         return NULL;
@@ -723,9 +791,13 @@ static PyObject *
 w_comm_query_properties(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "props", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_query_properties", kw, 1, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_query_properties", kw, 1, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     int given = a[1] != NULL;
     ncclCommQueryProperties_fn fn = (ncclCommQueryProperties_fn)n4p_fn(mod, N4P_IDX_ncclCommQueryProperties);
     if (fn == NULL)
@@ -762,9 +834,13 @@ static PyObject *
 w_comm_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "buff", "size", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_register", kw, 3, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_register", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommRegister_fn fn = (ncclCommRegister_fn)n4p_fn(mod, N4P_IDX_ncclCommRegister);
     if (fn == NULL)
         return NULL;
@@ -791,9 +867,13 @@ static PyObject *
 w_comm_deregister(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "handle", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_deregister", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_deregister", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommDeregister_fn fn = (ncclCommDeregister_fn)n4p_fn(mod, N4P_IDX_ncclCommDeregister);
     if (fn == NULL)
         return NULL;
@@ -861,9 +941,13 @@ static PyObject *
 w_comm_window_deregister(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "win", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_window_deregister", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_window_deregister", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommWindowDeregister_fn fn = (ncclCommWindowDeregister_fn)n4p_fn(mod, N4P_IDX_ncclCommWindowDeregister);
     if (fn == NULL)
         return NULL;
@@ -884,9 +968,13 @@ static PyObject *
 w_win_get_user_ptr(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "win", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "win_get_user_ptr", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "win_get_user_ptr", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclWinGetUserPtr_fn fn = (ncclWinGetUserPtr_fn)n4p_fn(mod, N4P_IDX_ncclWinGetUserPtr);
     if (fn == NULL)
         return NULL;
@@ -910,9 +998,13 @@ static PyObject *
 w_red_op_create_pre_mul_sum(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"scalar", "datatype", "residence", "comm", NULL};
-    PyObject *a[4];
-    if (n4p_parse_args(args, nargs, kwnames, "red_op_create_pre_mul_sum", kw, 4, 4, a) < 0)
-        return NULL;
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "red_op_create_pre_mul_sum", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclRedOpCreatePreMulSum_fn fn = (ncclRedOpCreatePreMulSum_fn)n4p_fn(mod, N4P_IDX_ncclRedOpCreatePreMulSum);
     if (fn == NULL)
         return NULL;
@@ -942,9 +1034,13 @@ static PyObject *
 w_red_op_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"op", "comm", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "red_op_destroy", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "red_op_destroy", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclRedOpDestroy_fn fn = (ncclRedOpDestroy_fn)n4p_fn(mod, N4P_IDX_ncclRedOpDestroy);
     if (fn == NULL)
         return NULL;
@@ -965,9 +1061,13 @@ static PyObject *
 w_reduce(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "root", "comm", "stream", NULL};
-    PyObject *a[8];
-    if (n4p_parse_args(args, nargs, kwnames, "reduce", kw, 8, 8, a) < 0)
-        return NULL;
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "reduce", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclReduce_fn fn = (ncclReduce_fn)n4p_fn(mod, N4P_IDX_ncclReduce);
     if (fn == NULL)
         return NULL;
@@ -1006,9 +1106,13 @@ static PyObject *
 w_bcast(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"buff", "count", "datatype", "root", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "bcast", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "bcast", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclBcast_fn fn = (ncclBcast_fn)n4p_fn(mod, N4P_IDX_ncclBcast);
     if (fn == NULL)
         return NULL;
@@ -1041,9 +1145,13 @@ static PyObject *
 w_broadcast(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "broadcast", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "broadcast", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclBroadcast_fn fn = (ncclBroadcast_fn)n4p_fn(mod, N4P_IDX_ncclBroadcast);
     if (fn == NULL)
         return NULL;
@@ -1079,9 +1187,13 @@ static PyObject *
 w_all_reduce(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "all_reduce", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "all_reduce", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclAllReduce_fn fn = (ncclAllReduce_fn)n4p_fn(mod, N4P_IDX_ncclAllReduce);
     if (fn == NULL)
         return NULL;
@@ -1117,9 +1229,13 @@ static PyObject *
 w_reduce_scatter(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "recvcount", "datatype", "op", "comm", "stream", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "reduce_scatter", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "reduce_scatter", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclReduceScatter_fn fn = (ncclReduceScatter_fn)n4p_fn(mod, N4P_IDX_ncclReduceScatter);
     if (fn == NULL)
         return NULL;
@@ -1155,9 +1271,13 @@ static PyObject *
 w_all_gather(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "sendcount", "datatype", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "all_gather", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "all_gather", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclAllGather_fn fn = (ncclAllGather_fn)n4p_fn(mod, N4P_IDX_ncclAllGather);
     if (fn == NULL)
         return NULL;
@@ -1190,9 +1310,13 @@ static PyObject *
 w_allto_all(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "allto_all", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "allto_all", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclAlltoAll_fn fn = (ncclAlltoAll_fn)n4p_fn(mod, N4P_IDX_ncclAlltoAll);
     if (fn == NULL)
         return NULL;
@@ -1225,9 +1349,13 @@ static PyObject *
 w_gather(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "gather", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "gather", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGather_fn fn = (ncclGather_fn)n4p_fn(mod, N4P_IDX_ncclGather);
     if (fn == NULL)
         return NULL;
@@ -1263,9 +1391,13 @@ static PyObject *
 w_scatter(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "scatter", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "scatter", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclScatter_fn fn = (ncclScatter_fn)n4p_fn(mod, N4P_IDX_ncclScatter);
     if (fn == NULL)
         return NULL;
@@ -1301,9 +1433,13 @@ static PyObject *
 w_send(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "count", "datatype", "peer", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "send", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "send", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclSend_fn fn = (ncclSend_fn)n4p_fn(mod, N4P_IDX_ncclSend);
     if (fn == NULL)
         return NULL;
@@ -1336,9 +1472,13 @@ static PyObject *
 w_recv(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"recvbuff", "count", "datatype", "peer", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "recv", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "recv", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclRecv_fn fn = (ncclRecv_fn)n4p_fn(mod, N4P_IDX_ncclRecv);
     if (fn == NULL)
         return NULL;
@@ -1371,9 +1511,13 @@ static PyObject *
 w_put_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"localbuff", "count", "datatype", "peer", "peer_win", "peer_win_offset", "sig_idx", "ctx", "flags", "comm", "stream", NULL};
-    PyObject *a[11];
-    if (n4p_parse_args(args, nargs, kwnames, "put_signal", kw, 11, 11, a) < 0)
-        return NULL;
+    PyObject *parsed[11];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 11) {
+        if (n4p_parse_args(args, nargs, kwnames, "put_signal", kw, 11, 11, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclPutSignal_fn fn = (ncclPutSignal_fn)n4p_fn(mod, N4P_IDX_ncclPutSignal);
     if (fn == NULL)
         return NULL;
@@ -1421,9 +1565,13 @@ static PyObject *
 w_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"peer", "sig_idx", "ctx", "flags", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "signal", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "signal", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclSignal_fn fn = (ncclSignal_fn)n4p_fn(mod, N4P_IDX_ncclSignal);
     if (fn == NULL)
         return NULL;
@@ -1456,9 +1604,13 @@ static PyObject *
 w_wait_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"n_desc", "signal_descs", "comm", "stream", NULL};
-    PyObject *a[4];
-    if (n4p_parse_args(args, nargs, kwnames, "wait_signal", kw, 4, 4, a) < 0)
-        return NULL;
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "wait_signal", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclWaitSignal_fn fn = (ncclWaitSignal_fn)n4p_fn(mod, N4P_IDX_ncclWaitSignal);
     if (fn == NULL)
         return NULL;
@@ -1493,9 +1645,13 @@ static PyObject *
 w_dev_comm_create(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "reqs", "out_dev_comm", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "dev_comm_create", kw, 2, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "dev_comm_create", kw, 2, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     int given = a[2] != NULL;
     ncclDevCommCreate_fn fn = (ncclDevCommCreate_fn)n4p_fn(mod, N4P_IDX_ncclDevCommCreate);
     if (fn == NULL)
@@ -1535,9 +1691,13 @@ static PyObject *
 w_dev_comm_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "dev_comm", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "dev_comm_destroy", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "dev_comm_destroy", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclDevCommDestroy_fn fn = (ncclDevCommDestroy_fn)n4p_fn(mod, N4P_IDX_ncclDevCommDestroy);
     if (fn == NULL)
         return NULL;
@@ -1559,9 +1719,13 @@ static PyObject *
 w_get_lsa_multimem_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"window", "offset", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "get_lsa_multimem_device_pointer", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_lsa_multimem_device_pointer", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetLsaMultimemDevicePointer_fn fn = (ncclGetLsaMultimemDevicePointer_fn)n4p_fn(mod, N4P_IDX_ncclGetLsaMultimemDevicePointer);
     if (fn == NULL)
         return NULL;
@@ -1585,9 +1749,13 @@ static PyObject *
 w_get_lsa_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"window", "offset", "lsa_rank", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "get_lsa_device_pointer", kw, 3, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_lsa_device_pointer", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetLsaDevicePointer_fn fn = (ncclGetLsaDevicePointer_fn)n4p_fn(mod, N4P_IDX_ncclGetLsaDevicePointer);
     if (fn == NULL)
         return NULL;
@@ -1614,9 +1782,13 @@ static PyObject *
 w_get_peer_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"window", "offset", "peer", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "get_peer_device_pointer", kw, 3, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_peer_device_pointer", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetPeerDevicePointer_fn fn = (ncclGetPeerDevicePointer_fn)n4p_fn(mod, N4P_IDX_ncclGetPeerDevicePointer);
     if (fn == NULL)
         return NULL;
@@ -1643,9 +1815,13 @@ static PyObject *
 w_get_multimem_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"window", "offset", "multimem", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "get_multimem_device_pointer", kw, 3, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_multimem_device_pointer", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetMultimemDevicePointer_fn fn = (ncclGetMultimemDevicePointer_fn)n4p_fn(mod, N4P_IDX_ncclGetMultimemDevicePointer);
     if (fn == NULL)
         return NULL;
@@ -1672,9 +1848,13 @@ static PyObject *
 w_get_multimem_device_le_info(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"window", "offset", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "get_multimem_device_le_info", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_multimem_device_le_info", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetMultimemDeviceLeInfo_fn fn = (ncclGetMultimemDeviceLeInfo_fn)n4p_fn(mod, N4P_IDX_ncclGetMultimemDeviceLeInfo);
     if (fn == NULL)
         return NULL;
@@ -1699,9 +1879,13 @@ static PyObject *
 w_get_cft_device_le_info(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"window", "offset", "peer_cft", "cft_team", NULL};
-    PyObject *a[4];
-    if (n4p_parse_args(args, nargs, kwnames, "get_cft_device_le_info", kw, 4, 4, a) < 0)
-        return NULL;
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_cft_device_le_info", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetCftDeviceLeInfo_fn fn = (ncclGetCftDeviceLeInfo_fn)n4p_fn(mod, N4P_IDX_ncclGetCftDeviceLeInfo);
     if (fn == NULL)
         return NULL;
@@ -1732,9 +1916,13 @@ static PyObject *
 w_get_peer_device_le_info(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"window", "offset", "peer_world", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "get_peer_device_le_info", kw, 3, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_peer_device_le_info", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetPeerDeviceLeInfo_fn fn = (ncclGetPeerDeviceLeInfo_fn)n4p_fn(mod, N4P_IDX_ncclGetPeerDeviceLeInfo);
     if (fn == NULL)
         return NULL;
@@ -1762,9 +1950,13 @@ static PyObject *
 w_all_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream", "config", NULL};
-    PyObject *a[8];
-    if (n4p_parse_args(args, nargs, kwnames, "all_reduce_config", kw, 8, 8, a) < 0)
-        return NULL;
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "all_reduce_config", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclAllReduceConfig_fn fn = (ncclAllReduceConfig_fn)n4p_fn(mod, N4P_IDX_ncclAllReduceConfig);
     if (fn == NULL)
         return NULL;
@@ -1803,9 +1995,13 @@ static PyObject *
 w_broadcast_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", "config", NULL};
-    PyObject *a[8];
-    if (n4p_parse_args(args, nargs, kwnames, "broadcast_config", kw, 8, 8, a) < 0)
-        return NULL;
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "broadcast_config", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclBroadcastConfig_fn fn = (ncclBroadcastConfig_fn)n4p_fn(mod, N4P_IDX_ncclBroadcastConfig);
     if (fn == NULL)
         return NULL;
@@ -1844,9 +2040,13 @@ static PyObject *
 w_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "root", "comm", "stream", "config", NULL};
-    PyObject *a[9];
-    if (n4p_parse_args(args, nargs, kwnames, "reduce_config", kw, 9, 9, a) < 0)
-        return NULL;
+    PyObject *parsed[9];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 9) {
+        if (n4p_parse_args(args, nargs, kwnames, "reduce_config", kw, 9, 9, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclReduceConfig_fn fn = (ncclReduceConfig_fn)n4p_fn(mod, N4P_IDX_ncclReduceConfig);
     if (fn == NULL)
         return NULL;
@@ -1888,9 +2088,13 @@ static PyObject *
 w_all_gather_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "sendcount", "datatype", "comm", "stream", "config", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "all_gather_config", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "all_gather_config", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclAllGatherConfig_fn fn = (ncclAllGatherConfig_fn)n4p_fn(mod, N4P_IDX_ncclAllGatherConfig);
     if (fn == NULL)
         return NULL;
@@ -1926,9 +2130,13 @@ static PyObject *
 w_reduce_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "recvcount", "datatype", "op", "comm", "stream", "config", NULL};
-    PyObject *a[8];
-    if (n4p_parse_args(args, nargs, kwnames, "reduce_scatter_config", kw, 8, 8, a) < 0)
-        return NULL;
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "reduce_scatter_config", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclReduceScatterConfig_fn fn = (ncclReduceScatterConfig_fn)n4p_fn(mod, N4P_IDX_ncclReduceScatterConfig);
     if (fn == NULL)
         return NULL;
@@ -1967,9 +2175,13 @@ static PyObject *
 w_allto_all_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "comm", "stream", "config", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "allto_all_config", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "allto_all_config", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclAlltoAllConfig_fn fn = (ncclAlltoAllConfig_fn)n4p_fn(mod, N4P_IDX_ncclAlltoAllConfig);
     if (fn == NULL)
         return NULL;
@@ -2005,9 +2217,13 @@ static PyObject *
 w_gather_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", "config", NULL};
-    PyObject *a[8];
-    if (n4p_parse_args(args, nargs, kwnames, "gather_config", kw, 8, 8, a) < 0)
-        return NULL;
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "gather_config", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGatherConfig_fn fn = (ncclGatherConfig_fn)n4p_fn(mod, N4P_IDX_ncclGatherConfig);
     if (fn == NULL)
         return NULL;
@@ -2046,9 +2262,13 @@ static PyObject *
 w_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", "config", NULL};
-    PyObject *a[8];
-    if (n4p_parse_args(args, nargs, kwnames, "scatter_config", kw, 8, 8, a) < 0)
-        return NULL;
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "scatter_config", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclScatterConfig_fn fn = (ncclScatterConfig_fn)n4p_fn(mod, N4P_IDX_ncclScatterConfig);
     if (fn == NULL)
         return NULL;
@@ -2087,9 +2307,13 @@ static PyObject *
 w_team_world(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "team_world", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_world", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclTeamWorld_fn fn = (ncclTeamWorld_fn)n4p_fn(mod, N4P_IDX_ncclTeamWorld);
     if (fn == NULL)
         return NULL;
@@ -2107,9 +2331,13 @@ static PyObject *
 w_team_lsa(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "team_lsa", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_lsa", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclTeamLsa_fn fn = (ncclTeamLsa_fn)n4p_fn(mod, N4P_IDX_ncclTeamLsa);
     if (fn == NULL)
         return NULL;
@@ -2127,9 +2355,13 @@ static PyObject *
 w_team_rail(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "team_rail", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_rail", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclTeamRail_fn fn = (ncclTeamRail_fn)n4p_fn(mod, N4P_IDX_ncclTeamRail);
     if (fn == NULL)
         return NULL;
@@ -2147,9 +2379,13 @@ static PyObject *
 w_team_cft(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "mode", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "team_cft", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_cft", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclTeamCft_fn fn = (ncclTeamCft_fn)n4p_fn(mod, N4P_IDX_ncclTeamCft);
     if (fn == NULL)
         return NULL;
@@ -2170,9 +2406,13 @@ static PyObject *
 w_team_cft_multimem(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "team_cft_multimem", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_cft_multimem", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclTeamCftMultimem_fn fn = (ncclTeamCftMultimem_fn)n4p_fn(mod, N4P_IDX_ncclTeamCftMultimem);
     if (fn == NULL)
         return NULL;
@@ -2190,9 +2430,13 @@ static PyObject *
 w_team_rank_to_world(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "team", "rank", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "team_rank_to_world", kw, 3, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_rank_to_world", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclTeamRankToWorld_fn fn = (ncclTeamRankToWorld_fn)n4p_fn(mod, N4P_IDX_ncclTeamRankToWorld);
     if (fn == NULL)
         return NULL;
@@ -2216,9 +2460,13 @@ static PyObject *
 w_team_rank_to_lsa(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "team", "rank", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "team_rank_to_lsa", kw, 3, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_rank_to_lsa", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclTeamRankToLsa_fn fn = (ncclTeamRankToLsa_fn)n4p_fn(mod, N4P_IDX_ncclTeamRankToLsa);
     if (fn == NULL)
         return NULL;
@@ -2242,9 +2490,13 @@ static PyObject *
 w_lsa_barrier_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"team", "n_barriers", "out_handle", "out_req", NULL};
-    PyObject *a[4];
-    if (n4p_parse_args(args, nargs, kwnames, "lsa_barrier_create_requirement", kw, 4, 4, a) < 0)
-        return NULL;
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "lsa_barrier_create_requirement", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclLsaBarrierCreateRequirement_fn fn = (ncclLsaBarrierCreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclLsaBarrierCreateRequirement);
     if (fn == NULL)
         return NULL;
@@ -2271,9 +2523,13 @@ static PyObject *
 w_gin_barrier_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "team", "n_barriers", "out_handle", "out_req", NULL};
-    PyObject *a[5];
-    if (n4p_parse_args(args, nargs, kwnames, "gin_barrier_create_requirement", kw, 5, 5, a) < 0)
-        return NULL;
+    PyObject *parsed[5];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 5) {
+        if (n4p_parse_args(args, nargs, kwnames, "gin_barrier_create_requirement", kw, 5, 5, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGinBarrierCreateRequirement_fn fn = (ncclGinBarrierCreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclGinBarrierCreateRequirement);
     if (fn == NULL)
         return NULL;
@@ -2303,9 +2559,13 @@ static PyObject *
 w_ll_a2a_calc_slots(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"max_elts", "max_elt_size", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "ll_a2a_calc_slots", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "ll_a2a_calc_slots", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclLLA2ACalcSlots_fn fn = (ncclLLA2ACalcSlots_fn)n4p_fn(mod, N4P_IDX_ncclLLA2ACalcSlots);
     if (fn == NULL)
         return NULL;
@@ -2326,9 +2586,13 @@ static PyObject *
 w_ll_a2a_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"n_blocks", "n_slots", "out_handle", "out_req", NULL};
-    PyObject *a[4];
-    if (n4p_parse_args(args, nargs, kwnames, "ll_a2a_create_requirement", kw, 4, 4, a) < 0)
-        return NULL;
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "ll_a2a_create_requirement", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclLLA2ACreateRequirement_fn fn = (ncclLLA2ACreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclLLA2ACreateRequirement);
     if (fn == NULL)
         return NULL;
@@ -2355,9 +2619,13 @@ static PyObject *
 w_gin_outbox_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"n_blocks", "size_log2", "out_handle", "out_req", NULL};
-    PyObject *a[4];
-    if (n4p_parse_args(args, nargs, kwnames, "gin_outbox_create_requirement", kw, 4, 4, a) < 0)
-        return NULL;
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "gin_outbox_create_requirement", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGinOutboxCreateRequirement_fn fn = (ncclGinOutboxCreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclGinOutboxCreateRequirement);
     if (fn == NULL)
         return NULL;
@@ -2384,9 +2652,13 @@ static PyObject *
 w_gin_inbox_a2a_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"peers", "n_blocks", "size_log2", "out_handle", "out_req", NULL};
-    PyObject *a[5];
-    if (n4p_parse_args(args, nargs, kwnames, "gin_inbox_a2a_create_requirement", kw, 5, 5, a) < 0)
-        return NULL;
+    PyObject *parsed[5];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 5) {
+        if (n4p_parse_args(args, nargs, kwnames, "gin_inbox_a2a_create_requirement", kw, 5, 5, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGinInboxA2ACreateRequirement_fn fn = (ncclGinInboxA2ACreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclGinInboxA2ACreateRequirement);
     if (fn == NULL)
         return NULL;
@@ -2416,9 +2688,13 @@ static PyObject *
 w_set_encryption(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"config", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "set_encryption", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "set_encryption", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclSetEncryption_fn fn = (ncclSetEncryption_fn)n4p_fn(mod, N4P_IDX_ncclSetEncryption);
     if (fn == NULL)
         return NULL;
@@ -2436,9 +2712,13 @@ static PyObject *
 w_param_bind(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"key", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "param_bind", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_bind", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclParamBind_fn fn = (ncclParamBind_fn)n4p_fn(mod, N4P_IDX_ncclParamBind);
     if (fn == NULL)
         return NULL;
@@ -2459,9 +2739,13 @@ static PyObject *
 w_param_get_i8(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"h", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "param_get_i8", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_i8", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclParamGetI8_fn fn = (ncclParamGetI8_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI8);
     if (fn == NULL)
         return NULL;
@@ -2482,9 +2766,13 @@ static PyObject *
 w_param_get_i16(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"h", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "param_get_i16", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_i16", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclParamGetI16_fn fn = (ncclParamGetI16_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI16);
     if (fn == NULL)
         return NULL;
@@ -2505,9 +2793,13 @@ static PyObject *
 w_param_get_i32(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"h", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "param_get_i32", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_i32", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclParamGetI32_fn fn = (ncclParamGetI32_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI32);
     if (fn == NULL)
         return NULL;
@@ -2528,9 +2820,13 @@ static PyObject *
 w_param_get_i64(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"h", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "param_get_i64", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_i64", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclParamGetI64_fn fn = (ncclParamGetI64_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI64);
     if (fn == NULL)
         return NULL;
@@ -2551,9 +2847,13 @@ static PyObject *
 w_param_get_u8(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"h", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "param_get_u8", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_u8", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclParamGetU8_fn fn = (ncclParamGetU8_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU8);
     if (fn == NULL)
         return NULL;
@@ -2574,9 +2874,13 @@ static PyObject *
 w_param_get_u16(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"h", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "param_get_u16", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_u16", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclParamGetU16_fn fn = (ncclParamGetU16_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU16);
     if (fn == NULL)
         return NULL;
@@ -2597,9 +2901,13 @@ static PyObject *
 w_param_get_u32(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"h", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "param_get_u32", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_u32", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclParamGetU32_fn fn = (ncclParamGetU32_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU32);
     if (fn == NULL)
         return NULL;
@@ -2620,9 +2928,13 @@ static PyObject *
 w_param_get_u64(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"h", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "param_get_u64", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_u64", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclParamGetU64_fn fn = (ncclParamGetU64_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU64);
     if (fn == NULL)
         return NULL;
@@ -2643,9 +2955,13 @@ static PyObject *
 w_param_get_str(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"h", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "param_get_str", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_str", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclParamGetStr_fn fn = (ncclParamGetStr_fn)n4p_fn(mod, N4P_IDX_ncclParamGetStr);
     if (fn == NULL)
         return NULL;
@@ -2694,9 +3010,13 @@ static PyObject *
 w_all_reduce_with_bias(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream", "acc", NULL};
-    PyObject *a[8];
-    if (n4p_parse_args(args, nargs, kwnames, "all_reduce_with_bias", kw, 8, 8, a) < 0)
-        return NULL;
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "all_reduce_with_bias", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclAllReduceWithBias_fn fn = (ncclAllReduceWithBias_fn)n4p_fn(mod, N4P_IDX_ncclAllReduceWithBias);
     if (fn == NULL)
         return NULL;
