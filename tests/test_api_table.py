@@ -133,3 +133,20 @@ def test_signatures_match_the_real_header():
         checked += 1
     # everything but the RCCL-only entries is declared by NCCL's headers
     assert checked >= len(gen_api.parse_table()) - 2, checked
+
+
+def test_every_function_the_real_library_exports_is_in_the_table():
+    """The table lists every public function of the installed libnccl (the
+    nvidia-nccl wheel): nothing NCCL exports is missing from nccl.bindings."""
+    inc = nccl_include_dir()
+    if inc is None or shutil.which("nm") is None:
+        pytest.skip("no nvidia-nccl wheel or no nm")
+    lib = inc.parent / "lib" / "libnccl.so.2"
+    out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True,
+                         text=True, check=True).stdout
+    exported = {line.split()[-1] for line in out.splitlines() if line.split()[-1:]
+                and line.split()[-1].startswith("nccl")}
+    internal = {"ncclResetDebugInitInternal"}  # exported, declared in no public header
+    ours = {s for e in gen_api.parse_table() for s in e.symbols}
+    assert exported - internal - ours == set()
+    assert len(exported) >= 55
