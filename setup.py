@@ -60,7 +60,7 @@ class BuildExt(build_ext):
         objects = self.compiler.compile(
             sources, output_dir=self.build_temp, include_dirs=["src"],
             depends=glob(os.path.join("host", "*.h")) + glob(os.path.join("src", "*.h"))
-            + glob(os.path.join("src", "gen", "*.h")),
+            + glob(os.path.join("src", "gen", "*.h")) + glob(os.path.join("src", "*.def")),
             extra_preargs=["-fPIC", "-pthread", "-D_GNU_SOURCE"],
             extra_postargs=CFLAGS + ["-Wshadow"])
         self.compiler.link_shared_object(
@@ -72,7 +72,7 @@ ext = Extension(
     "nccl._nccl",
     sources=sorted(glob("src/*.c")) + sorted(glob("src/gen/*.c")),
     include_dirs=["src"],
-    depends=glob("src/*.h") + glob("src/gen/*.h") + ["src/nccl_api.def"],
+    depends=glob("src/*.h") + glob("src/gen/*.h") + glob("src/*.def"),
     libraries=["dl"],
     extra_compile_args=CFLAGS,
     extra_link_args=LDFLAGS,

@@ -1,5 +1,5 @@
 /*
- * dtypes.c - element sizes and conversions of the 16- and 8-bit floats.
+ * dtypes.c - element sizes, names and conversions of the 16- and 8-bit floats.
  *
  * Half, bfloat16 and the two fp8 formats are reduced in float32 and rounded
  * back once, with round-to-nearest-even.  The encoders follow the results of
@@ -23,13 +23,15 @@
 
 #include "internal.h"
 
+/* Sizes and names from the table of data types (src/dtypes.def). */
 static const size_t dtype_sizes[ncclNumTypes] = {
-    1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1,
+#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [value] = size,
+#include "dtypes.def"
 };
 
 static const char *const dtype_names[ncclNumTypes] = {
-    "int8",    "uint8",   "int32",   "uint32",   "int64",        "uint64",
-    "float16", "float32", "float64", "bfloat16", "float8_e4m3", "float8_e5m2",
+#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [value] = #array_name,
+#include "dtypes.def"
 };
 
 size_t n4p_dtype_size(int dtype)

@@ -175,24 +175,6 @@ static void enc_e5m2(void *p, size_t i, float v)
     ((uint8_t *)p)[i] = n4p_float_to_e5m2(v);
 }
 
-static void lowp_codec(int dtype, dec_fn *dec, enc_fn *enc)
-{
-    switch (dtype) {
-    case ncclFloat16:
-        *dec = dec_f16, *enc = enc_f16;
-        break;
-    case ncclBfloat16:
-        *dec = dec_bf16, *enc = enc_bf16;
-        break;
-    case ncclFloat8e4m3:
-        *dec = dec_e4m3, *enc = enc_e4m3;
-        break;
-    default:
-        *dec = dec_e5m2, *enc = enc_e5m2;
-        break;
-    }
-}
-
 static void decode_block(dec_fn dec, float *restrict out, const void *src,
                          size_t base, size_t m, size_t esz, void *buf)
 {
@@ -201,16 +183,13 @@ static void decode_block(dec_fn dec, float *restrict out, const void *src,
         out[i] = dec(p, i);
 }
 
-static void lowp_reduce(const n4p_redspec *rs, void *dst,
-                        const void *const *srcs, int nsrc, size_t count)
+static void lowp_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,
+                        int nsrc, size_t count, dec_fn dec, enc_fn enc)
 {
     _Alignas(64) float acc[BLK];
     _Alignas(64) float tmp[BLK];
     _Alignas(64) unsigned char out[BLK * 2];
     _Alignas(64) unsigned char raw[BLK * 2];
-    dec_fn dec;
-    enc_fn enc;
-    lowp_codec(rs->dtype, &dec, &enc);
     const size_t esz = n4p_dtype_size(rs->dtype);
     const float s = dec(rs->scalar, 0);
     for (size_t base = 0; base < count; base += BLK) {
@@ -229,38 +208,31 @@ static void lowp_reduce(const n4p_redspec *rs, void *dst,
     }
 }
 
+/* The 16- and 8-bit float kernels: widened to float32. */
+#define DEFINE_WIDENED(NAME)                                                   \
+    static void NAME##_reduce(const n4p_redspec *rs, void *dst,                \
+                              const void *const *srcs, int nsrc, size_t count) \
+    {                                                                          \
+        lowp_reduce(rs, dst, srcs, nsrc, count, dec_##NAME, enc_##NAME);       \
+    }
+DEFINE_WIDENED(f16)
+DEFINE_WIDENED(bf16)
+DEFINE_WIDENED(e4m3)
+DEFINE_WIDENED(e5m2)
+
+/* Each data type's kernel, as the table (src/dtypes.def) names it. */
 void n4p_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,
                 int nsrc, size_t count)
 {
     if (count == 0 || nsrc <= 0)
         return;
     switch (rs->dtype) {
-    case ncclInt8:
-        i8_reduce(rs, dst, srcs, nsrc, count);
+#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) \
+    case value:                                                            \
+        kernel##_reduce(rs, dst, srcs, nsrc, count);                       \
         break;
-    case ncclUint8:
-        u8_reduce(rs, dst, srcs, nsrc, count);
-        break;
-    case ncclInt32:
-        i32_reduce(rs, dst, srcs, nsrc, count);
-        break;
-    case ncclUint32:
-        u32_reduce(rs, dst, srcs, nsrc, count);
-        break;
-    case ncclInt64:
-        i64_reduce(rs, dst, srcs, nsrc, count);
-        break;
-    case ncclUint64:
-        u64_reduce(rs, dst, srcs, nsrc, count);
-        break;
-    case ncclFloat32:
-        f32_reduce(rs, dst, srcs, nsrc, count);
-        break;
-    case ncclFloat64:
-        f64_reduce(rs, dst, srcs, nsrc, count);
-        break;
+#include "dtypes.def"
     default:
-        lowp_reduce(rs, dst, srcs, nsrc, count);
         break;
     }
 }

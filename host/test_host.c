@@ -521,10 +521,10 @@ static void run_ranks(const char *name, int n, rank_fn fn, void *arg, bool noini
 
 /* ------------------------------------------------------------- tests -- */
 
-static const int all_dtypes[] = {ncclInt8,    ncclUint8,   ncclInt32, ncclUint32,
-                                 ncclInt64,   ncclUint64,  ncclFloat16,
-                                 ncclFloat32, ncclFloat64, ncclBfloat16,
-                                 ncclFloat8e4m3, ncclFloat8e5m2};
+static const int all_dtypes[] = {
+#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) value,
+#include "dtypes.def"
+};
 #define NDT (int)(sizeof all_dtypes / sizeof all_dtypes[0])
 
 static void fill(int dt, void *buf, int rank, size_t count, int seed)

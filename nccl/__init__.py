@@ -3,7 +3,7 @@
 ``nccl.bindings`` is the low-level API (every C function, ints and pointers).
 ``nccl.core`` is the Pythonic API.  ``nccl.get_version()`` returns the
 versions of nccl4py, of its bindings and of the library in use (see
-``nccl._show_versions``).  Importing this package loads no library; the first
+``nccl._diagnostics``).  Importing this package loads no library; the first
 call does.
 """
 from ._version import __version__
@@ -21,7 +21,7 @@ def __getattr__(name):
 
         return importlib.import_module("nccl.bindings")
     if name in ("get_version", "show_versions", "VersionInfo", "LibraryInfo"):
-        from . import _show_versions
+        from . import _diagnostics
 
-        return getattr(_show_versions, name)
+        return getattr(_diagnostics, name)
     raise AttributeError(f"module 'nccl' has no attribute {name!r}")

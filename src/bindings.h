@@ -28,14 +28,11 @@
 
 /* ------------------------------------------------------------ module state */
 
+/* The struct types (structs.def): N4P_S_CONFIG, ... */
 enum n4p_struct_kind {
-    N4P_S_UNIQUE_ID,
-    N4P_S_CONFIG,
-    N4P_S_SIM_INFO,
-    N4P_S_COMM_PROPERTIES,
-    N4P_S_WAIT_SIGNAL_DESC,
-    N4P_S_DEV_COMM_REQUIREMENTS,
-    N4P_S_DEV_COMM,
+#define N4P_STRUCT(Type, PyName, KIND, picklable) N4P_S_##KIND,
+#define N4P_OPAQUE(Type, PyName, KIND, picklable) N4P_S_##KIND,
+#include "structs.def"
     N4P_S_COUNT
 };
 

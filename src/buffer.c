@@ -77,15 +77,29 @@ enum {
 #define NATIVE_ORDER '>'
 #endif
 
-#define SUPPORTED_TYPES                                                                   \
-    "int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16, " \
-    "float8_e4m3fn, float8_e5m2 (bool as uint8)"
-
-static const char *const dtype_names[ncclNumTypes] = {
-    "int8",    "uint8",   "int32",   "uint32",   "int64",         "uint64",
-    "float16", "float32", "float64", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+/* The data types (dtypes.def): sizes, names, and the type of each DLPack
+ * code and element size (+ 1; 0: none).  The NumPy typestr kinds and
+ * struct-module formats map onto the DLPack codes (code_of_kind). */
+const size_t n4p_dtype_sizes[ncclNumTypes] = {
+#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [value] = size,
+#include "dtypes.def"
 };
-const size_t n4p_dtype_sizes[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+static const char *const dtype_names[ncclNumTypes] = {
+#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [value] = #array_name,
+#include "dtypes.def"
+};
+static const signed char by_code[N4P_DL_FLOAT4_E2M1FN + 1][9] = {
+#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [dl_code][size] = value + 1,
+#define N4P_BOOL_AS(Name) [N4P_DL_BOOL][1] = nccl##Name + 1,
+#include "dtypes.def"
+};
+#define N4P_BOOL_AS(Name) enum { BOOL_AS = nccl##Name };
+#include "dtypes.def"
+/* ", int8, uint8, ...": the list of supported types for messages (from +2) */
+static const char supported[] = ""
+#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) ", " #array_name
+#include "dtypes.def"
+    ;
 
 /* What every resolver needs to know about the argument. */
 typedef struct {
@@ -110,8 +124,8 @@ invalid(const ctx_t *c, const char *fmt, ...)
 static int
 err_unsupported(const ctx_t *c, const char *desc)
 {
-    return invalid(c, "Unsupported data type for %s: %s. NCCL supports: " SUPPORTED_TYPES,
-                   c->name, desc);
+    return invalid(c, "Unsupported data type for %s: %s. NCCL supports: %s (bool as %s)",
+                   c->name, desc, supported + 2, dtype_names[BOOL_AS]);
 }
 
 
@@ -174,25 +188,26 @@ has_attr(PyObject *obj, PyObject *attr)
     return r;
 }
 
+/* The data type of a DLPack code and element size, or -1. */
 static int
-sized_int(size_t itemsize, int is_signed)
+code_dtype(unsigned code, size_t itemsize)
 {
-    switch (itemsize) {
-    case 1: return is_signed ? ncclInt8 : ncclUint8;
-    case 4: return is_signed ? ncclInt32 : ncclUint32;
-    case 8: return is_signed ? ncclInt64 : ncclUint64;
-    default: return -1;
-    }
+    if (code >= sizeof by_code / sizeof by_code[0] || itemsize >= sizeof by_code[0])
+        return -1;
+    return by_code[code][itemsize] - 1;
 }
 
-static int
-sized_float(size_t itemsize)
+/* The DLPack code of a NumPy typestr kind (also the struct-module letters'
+ * kinds): 'i', 'u', 'f', 'b' (bool); an unused code for any other. */
+static unsigned
+code_of_kind(char kind)
 {
-    switch (itemsize) {
-    case 2: return ncclFloat16;
-    case 4: return ncclFloat32;
-    case 8: return ncclFloat64;
-    default: return -1;
+    switch (kind) {
+    case 'i': return N4P_DL_INT;
+    case 'u': return N4P_DL_UINT;
+    case 'f': return N4P_DL_FLOAT;
+    case 'b': return N4P_DL_BOOL;
+    default: return N4P_DL_OPAQUE;
     }
 }
 
@@ -283,10 +298,12 @@ set_type(const ctx_t *c, n4p_buffer *out, int dtype, size_t count, size_t itemsi
 
 /* -------------------------------------------------------- buffer protocol */
 
-/* NCCL dtype of a struct-module format, or -1. */
+/* NCCL dtype of a struct-module format, or -1: the letter's DLPack code, and
+ * the element size it implies ('l' and 'n' vary by platform). */
 static int
 format_dtype(const char *fmt, size_t itemsize)
 {
+#define IMPLIES(code, size) return itemsize == (size) ? by_code[code][size] - 1 : -1
     if (fmt == NULL)
         return itemsize == 1 ? ncclUint8 : -1;
     if (fmt[0] == '@' || fmt[0] == '=' || fmt[0] == NATIVE_ORDER)
@@ -294,22 +311,17 @@ format_dtype(const char *fmt, size_t itemsize)
     if (fmt[0] == '\0' || fmt[1] != '\0')
         return -1;
     switch (fmt[0]) {
-    case '?':
-    case 'B': return itemsize == 1 ? ncclUint8 : -1;
-    case 'b': return itemsize == 1 ? ncclInt8 : -1;
-    case 'e': return itemsize == 2 ? ncclFloat16 : -1;
-    case 'f': return itemsize == 4 ? ncclFloat32 : -1;
-    case 'd': return itemsize == 8 ? ncclFloat64 : -1;
-    case 'i':
-    case 'l':
-    case 'q':
-    case 'n': return sized_int(itemsize, 1);
-    case 'I':
-    case 'L':
-    case 'Q':
-    case 'N': return sized_int(itemsize, 0);
+    case '?': IMPLIES(N4P_DL_BOOL, 1);
+    case 'b': IMPLIES(N4P_DL_INT, 1);
+    case 'B': IMPLIES(N4P_DL_UINT, 1);
+    case 'e': IMPLIES(N4P_DL_FLOAT, 2);
+    case 'f': IMPLIES(N4P_DL_FLOAT, 4);
+    case 'd': IMPLIES(N4P_DL_FLOAT, 8);
+    case 'i': case 'l': case 'q': case 'n': return code_dtype(N4P_DL_INT, itemsize);
+    case 'I': case 'L': case 'Q': case 'N': return code_dtype(N4P_DL_UINT, itemsize);
     default: return -1;
     }
+#undef IMPLIES
 }
 
 static void
@@ -404,16 +416,7 @@ dl_dtype(n4p_dldtype t)
 {
     if (t.lanes != 1)
         return -1;
-    switch (t.code) {
-    case N4P_DL_INT: return t.bits % 8 ? -1 : sized_int((size_t)t.bits / 8, 1);
-    case N4P_DL_UINT: return t.bits % 8 ? -1 : sized_int((size_t)t.bits / 8, 0);
-    case N4P_DL_FLOAT: return t.bits % 8 ? -1 : sized_float((size_t)t.bits / 8);
-    case N4P_DL_BFLOAT: return t.bits == 16 ? ncclBfloat16 : -1;
-    case N4P_DL_BOOL: return t.bits == 8 ? ncclUint8 : -1;
-    case N4P_DL_FLOAT8_E4M3FN: return t.bits == 8 ? ncclFloat8e4m3 : -1;
-    case N4P_DL_FLOAT8_E5M2: return t.bits == 8 ? ncclFloat8e5m2 : -1;
-    default: return -1;
-    }
+    return t.bits % 8 ? -1 : code_dtype(t.code, t.bits / 8u);
 }
 
 static void
@@ -687,13 +690,7 @@ typestr_dtype(const char *ts, size_t *itemsize, char *kind)
     *itemsize = (size_t)size;
     if (size > 1 && order != '|' && order != '=' && order != NATIVE_ORDER)
         return -1;
-    switch (ts[1]) {
-    case 'b': return size == 1 ? ncclUint8 : -1;
-    case 'i': return sized_int(size, 1);
-    case 'u': return sized_int(size, 0);
-    case 'f': return sized_float(size);
-    default: return -1;
-    }
+    return code_dtype(code_of_kind(ts[1]), (size_t)size);
 }
 
 static void
@@ -728,7 +725,7 @@ dtype_by_name(PyObject *obj, char *buf, size_t n)
     if (s != NULL) {
         PyOS_snprintf(buf, n, "%s", s);
         if (strcmp(s, "bool") == 0)
-            r = ncclUint8;
+            r = BOOL_AS;
         for (int i = 0; i < ncclNumTypes; i++)
             if (strcmp(s, dtype_names[i]) == 0)
                 r = i;

@@ -61,25 +61,14 @@ typedef enum {
     ncclMaxRedOp = 0x7fffffff
 } ncclRedOp_t;
 
+/* The data types, from dtypes.def (ncclInt8 = 0, ..., ncclNumTypes). */
 typedef enum {
-    ncclInt8 = 0,
-    ncclChar = 0,
-    ncclUint8 = 1,
-    ncclInt32 = 2,
-    ncclInt = 2,
-    ncclUint32 = 3,
-    ncclInt64 = 4,
-    ncclUint64 = 5,
-    ncclFloat16 = 6,
-    ncclHalf = 6,
-    ncclFloat32 = 7,
-    ncclFloat = 7,
-    ncclFloat64 = 8,
-    ncclDouble = 8,
-    ncclBfloat16 = 9,
-    ncclFloat8e4m3 = 10,
-    ncclFloat8e5m2 = 11,
-    ncclNumTypes = 12
+#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) nccl##Name = value,
+#define N4P_DTYPE_ALIAS(Alias, Name) nccl##Alias = nccl##Name,
+#include "dtypes.def"
+    ncclNumTypes = 0
+#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) + 1
+#include "dtypes.def"
 } ncclDataType_t;
 
 typedef enum {
@@ -108,84 +97,20 @@ typedef enum {
     NCCL_GIN_CONNECTION_RAIL = 2
 } ncclGinConnectionType_t;
 
-/* ncclConfig_t as of NCCL 2.30 / RCCL 2.30.4: 96 bytes on LP64. */
-typedef struct {
-    size_t size;
-    unsigned int magic;
-    unsigned int version;
-    int blocking;
-    int cgaClusterSize;
-    int minCTAs;
-    int maxCTAs;
-    const char *netName;
-    int splitShare;
-    int trafficClass;
-    const char *commName;
-    int collnetEnable;
-    int CTAPolicy;
-    int shrinkShare;
-    int nvlsCTAs;
-    int nChannelsPerNetPeer;
-    int nvlinkCentricSched;
-    int graphUsageMode;
-    int numRmaCtx;
-    int maxP2pPeers;
-} ncclConfig_t;
+/* The structs with fields, from structs.def (ncclConfig_t, ncclSimInfo_t,
+ * ncclCommProperties_t, ncclWaitSignalDesc_t, ncclDevCommRequirements_t),
+ * with their LP64 sizes and offsets checked. */
+#define N4P_STRUCT(Type, PyName, KIND, picklable) typedef struct {
+#define N4P_FIELD(Type, ctype, cname, pyname, kind, offset, initial, api) ctype cname;
+#define N4P_STRUCT_END(Type, size) } Type;
+#include "structs.def"
 
-typedef struct {
-    size_t size;
-    unsigned int magic;
-    unsigned int version;
-    float estimatedTime;
-} ncclSimInfo_t;
-
-typedef struct {
-    size_t size;
-    unsigned int magic;
-    unsigned int version;
-    int rank;
-    int nRanks;
-    int cudaDev;
-    int nvmlDev;
-    uint8_t deviceApiSupport; /* bool in C++ */
-    uint8_t multimemSupport;
-    ncclGinType_t ginType;
-    int nLsaTeams;
-    uint8_t hostRmaSupport;
-    ncclGinType_t railedGinType;
-} ncclCommProperties_t;
-
-typedef struct {
-    int opCnt;
-    int peer;
-    int sigIdx;
-    int ctx;
-} ncclWaitSignalDesc_t;
-
-/* Device-communicator requirements, 2.30 layout (size/magic/version header;
- * the library reads `size` bytes). */
-typedef struct {
-    size_t size;
-    unsigned int magic;
-    unsigned int version;
-    void *resourceRequirementsList;
-    void *teamRequirementsList;
-    uint8_t lsaMultimem;
-    int barrierCount;
-    int lsaBarrierCount;
-    int railGinBarrierCount;
-    int lsaLLA2ABlockCount;
-    int lsaLLA2ASlotCount;
-    uint8_t ginForceEnable;
-    int ginContextCount;
-    int ginSignalCount;
-    int ginCounterCount;
-    ncclGinConnectionType_t ginConnectionType;
-    uint8_t ginExclusiveContexts;
-    int ginQueueDepth;
-    int ginTrafficClass;
-    int worldGinBarrierCount;
-} ncclDevCommRequirements_t;
+#if UINTPTR_MAX == UINT64_MAX && !defined(__cplusplus)
+#define N4P_FIELD(Type, ctype, cname, pyname, kind, offset, initial, api) \
+    _Static_assert(offsetof(Type, cname) == offset, #Type "." #cname " is at offset " #offset);
+#define N4P_STRUCT_END(Type, size) _Static_assert(sizeof(Type) == size, #Type " has " #size " bytes");
+#include "structs.def"
+#endif
 
 /* ncclDevComm_t is filled by the library and only ever handed back to it or
  * to device code.  Its layout changes between releases, so we treat it as

@@ -23,6 +23,7 @@ typedef struct {
     const char *name;
     size_t offset;
     int kind;
+    double initial; /* what a new struct holds */
 } field_t;
 
 typedef struct {
@@ -31,7 +32,6 @@ typedef struct {
     const field_t *fields;
     int nfields;
     int picklable;
-    void (*init)(void *p);
     PyGetSetDef *getset; /* built at init from fields */
 } spec_t;
 
@@ -45,153 +45,61 @@ typedef struct {
     _Alignas(16) unsigned char storage[];
 } sobj;
 
-#define FIELD(T, pyname, cname, k) {pyname, offsetof(T, cname), k}
-
-static const field_t config_fields[] = {
-    FIELD(ncclConfig_t, "size_", size, F_SIZE),
-    FIELD(ncclConfig_t, "magic", magic, F_U32),
-    FIELD(ncclConfig_t, "version", version, F_U32),
-    FIELD(ncclConfig_t, "blocking", blocking, F_I32),
-    FIELD(ncclConfig_t, "cga_cluster_size", cgaClusterSize, F_I32),
-    FIELD(ncclConfig_t, "min_ctas", minCTAs, F_I32),
-    FIELD(ncclConfig_t, "max_ctas", maxCTAs, F_I32),
-    FIELD(ncclConfig_t, "net_name", netName, F_CSTR),
-    FIELD(ncclConfig_t, "split_share", splitShare, F_I32),
-    FIELD(ncclConfig_t, "traffic_class", trafficClass, F_I32),
-    FIELD(ncclConfig_t, "comm_name", commName, F_CSTR),
-    FIELD(ncclConfig_t, "collnet_enable", collnetEnable, F_I32),
-    FIELD(ncclConfig_t, "cta_policy", CTAPolicy, F_I32),
-    FIELD(ncclConfig_t, "shrink_share", shrinkShare, F_I32),
-    FIELD(ncclConfig_t, "nvls_ctas", nvlsCTAs, F_I32),
-    FIELD(ncclConfig_t, "n_channels_per_net_peer", nChannelsPerNetPeer, F_I32),
-    FIELD(ncclConfig_t, "nvlink_centric_sched", nvlinkCentricSched, F_I32),
-    FIELD(ncclConfig_t, "graph_usage_mode", graphUsageMode, F_I32),
-    FIELD(ncclConfig_t, "num_rma_ctx", numRmaCtx, F_I32),
-    FIELD(ncclConfig_t, "max_p2p_peers", maxP2pPeers, F_I32),
-};
-
-static const field_t sim_info_fields[] = {
-    FIELD(ncclSimInfo_t, "size_", size, F_SIZE),
-    FIELD(ncclSimInfo_t, "magic", magic, F_U32),
-    FIELD(ncclSimInfo_t, "version", version, F_U32),
-    FIELD(ncclSimInfo_t, "estimated_time", estimatedTime, F_F32),
-};
-
-static const field_t comm_properties_fields[] = {
-    FIELD(ncclCommProperties_t, "size_", size, F_SIZE),
-    FIELD(ncclCommProperties_t, "magic", magic, F_U32),
-    FIELD(ncclCommProperties_t, "version", version, F_U32),
-    FIELD(ncclCommProperties_t, "rank", rank, F_I32),
-    FIELD(ncclCommProperties_t, "n_ranks", nRanks, F_I32),
-    FIELD(ncclCommProperties_t, "cuda_dev", cudaDev, F_I32),
-    FIELD(ncclCommProperties_t, "nvml_dev", nvmlDev, F_I32),
-    FIELD(ncclCommProperties_t, "device_api_support", deviceApiSupport, F_U8),
-    FIELD(ncclCommProperties_t, "multimem_support", multimemSupport, F_U8),
-    FIELD(ncclCommProperties_t, "gin_type", ginType, F_I32),
-    FIELD(ncclCommProperties_t, "n_lsa_teams", nLsaTeams, F_I32),
-    FIELD(ncclCommProperties_t, "host_rma_support", hostRmaSupport, F_U8),
-    FIELD(ncclCommProperties_t, "railed_gin_type", railedGinType, F_I32),
-};
-
-static const field_t wait_signal_desc_fields[] = {
-    FIELD(ncclWaitSignalDesc_t, "op_cnt", opCnt, F_I32),
-    FIELD(ncclWaitSignalDesc_t, "peer", peer, F_I32),
-    FIELD(ncclWaitSignalDesc_t, "sig_idx", sigIdx, F_I32),
-    FIELD(ncclWaitSignalDesc_t, "ctx", ctx, F_I32),
-};
-
-static const field_t dev_comm_requirements_fields[] = {
-    FIELD(ncclDevCommRequirements_t, "size_", size, F_SIZE),
-    FIELD(ncclDevCommRequirements_t, "magic", magic, F_U32),
-    FIELD(ncclDevCommRequirements_t, "version", version, F_U32),
-    FIELD(ncclDevCommRequirements_t, "resource_requirements_list", resourceRequirementsList, F_PTR),
-    FIELD(ncclDevCommRequirements_t, "team_requirements_list", teamRequirementsList, F_PTR),
-    FIELD(ncclDevCommRequirements_t, "lsa_multimem", lsaMultimem, F_U8),
-    FIELD(ncclDevCommRequirements_t, "barrier_count", barrierCount, F_I32),
-    FIELD(ncclDevCommRequirements_t, "lsa_barrier_count", lsaBarrierCount, F_I32),
-    FIELD(ncclDevCommRequirements_t, "rail_gin_barrier_count", railGinBarrierCount, F_I32),
-    FIELD(ncclDevCommRequirements_t, "lsa_ll_a2a_block_count", lsaLLA2ABlockCount, F_I32),
-    FIELD(ncclDevCommRequirements_t, "lsa_ll_a2a_slot_count", lsaLLA2ASlotCount, F_I32),
-    FIELD(ncclDevCommRequirements_t, "gin_force_enable", ginForceEnable, F_U8),
-    FIELD(ncclDevCommRequirements_t, "gin_context_count", ginContextCount, F_I32),
-    FIELD(ncclDevCommRequirements_t, "gin_signal_count", ginSignalCount, F_I32),
-    FIELD(ncclDevCommRequirements_t, "gin_counter_count", ginCounterCount, F_I32),
-    FIELD(ncclDevCommRequirements_t, "gin_connection_type", ginConnectionType, F_I32),
-    FIELD(ncclDevCommRequirements_t, "gin_exclusive_contexts", ginExclusiveContexts, F_U8),
-    FIELD(ncclDevCommRequirements_t, "gin_queue_depth", ginQueueDepth, F_I32),
-    FIELD(ncclDevCommRequirements_t, "gin_traffic_class", ginTrafficClass, F_I32),
-    FIELD(ncclDevCommRequirements_t, "world_gin_barrier_count", worldGinBarrierCount, F_I32),
-};
-
-static void
-init_config(void *p)
-{
-    ncclConfig_t *c = p;
-    c->size = sizeof *c;
-    c->magic = NCCL_API_MAGIC;
-    c->version = NCCL4PY_ABI_VERSION_CODE;
-    int *ints[] = {&c->blocking, &c->cgaClusterSize, &c->minCTAs, &c->maxCTAs, &c->splitShare,
-                   &c->trafficClass, &c->collnetEnable, &c->CTAPolicy, &c->shrinkShare,
-                   &c->nvlsCTAs, &c->nChannelsPerNetPeer, &c->nvlinkCentricSched,
-                   &c->graphUsageMode, &c->numRmaCtx, &c->maxP2pPeers};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        *ints[i] = NCCL_CONFIG_UNDEF_INT;
-    c->netName = NULL;
-    c->commName = NULL;
-}
-
-static void
-init_sim_info(void *p)
-{
-    ncclSimInfo_t *s = p;
-    s->size = sizeof *s;
-    s->magic = NCCL_SIM_INFO_MAGIC;
-    s->version = NCCL4PY_ABI_VERSION_CODE;
-    s->estimatedTime = NCCL_UNDEF_FLOAT;
-}
-
-static void
-init_comm_properties(void *p)
-{
-    ncclCommProperties_t *s = p;
-    s->size = sizeof *s;
-    s->magic = NCCL_API_MAGIC;
-    s->version = NCCL4PY_ABI_VERSION_CODE;
-}
-
-static void
-init_dev_comm_requirements(void *p)
-{
-    ncclDevCommRequirements_t *r = p;
-    r->size = sizeof *r;
-    r->magic = NCCL_API_MAGIC;
-    r->version = NCCL4PY_ABI_VERSION_CODE;
-    r->ginContextCount = 4;
-    r->ginConnectionType = NCCL_GIN_CONNECTION_NONE;
-    r->ginTrafficClass = NCCL_CONFIG_UNDEF_INT;
-}
+/* The fields of every struct (structs.def): Type_fields[]. */
+#define N4P_STRUCT(Type, PyName, KIND, picklable) static const field_t Type##_fields[] = {
+#define N4P_FIELD(Type, ctype, cname, pyname, kind, offset, initial, api) \
+    {#pyname, offsetof(Type, cname), F_##kind, (double)(initial)},
+#define N4P_STRUCT_END(Type, size) };
+#include "structs.def"
 
 #define NF(a) (int)(sizeof(a) / sizeof((a)[0]))
 static spec_t specs[N4P_S_COUNT] = {
-    [N4P_S_UNIQUE_ID] = {"UniqueId", sizeof(ncclUniqueId), NULL, 0, 1, NULL, NULL},
-    [N4P_S_CONFIG] = {"Config", sizeof(ncclConfig_t), config_fields, NF(config_fields), 0,
-                      init_config, NULL},
-    [N4P_S_SIM_INFO] = {"SimInfo", sizeof(ncclSimInfo_t), sim_info_fields, NF(sim_info_fields),
-                        1, init_sim_info, NULL},
-    [N4P_S_COMM_PROPERTIES] = {"CommProperties", sizeof(ncclCommProperties_t),
-                               comm_properties_fields, NF(comm_properties_fields), 0,
-                               init_comm_properties, NULL},
-    [N4P_S_WAIT_SIGNAL_DESC] = {"WaitSignalDesc", sizeof(ncclWaitSignalDesc_t),
-                                wait_signal_desc_fields, NF(wait_signal_desc_fields), 1, NULL,
-                                NULL},
-    [N4P_S_DEV_COMM_REQUIREMENTS] = {"DevCommRequirements", sizeof(ncclDevCommRequirements_t),
-                                     dev_comm_requirements_fields,
-                                     NF(dev_comm_requirements_fields), 0,
-                                     init_dev_comm_requirements, NULL},
-    [N4P_S_DEV_COMM] = {"DevComm", sizeof(ncclDevComm_t), NULL, 0, 0, NULL, NULL},
+#define N4P_STRUCT(Type, PyName, KIND, picklable) \
+    [N4P_S_##KIND] = {#PyName, sizeof(Type), Type##_fields, NF(Type##_fields), picklable, NULL},
+#define N4P_OPAQUE(Type, PyName, KIND, picklable) \
+    [N4P_S_##KIND] = {#PyName, sizeof(Type), NULL, 0, picklable, NULL},
+#include "structs.def"
 };
 
 /* --------------------------------------------------------------- helpers */
+
+/* Fill a new (zeroed) struct with its fields' initial values. */
+static void
+init_fields(const spec_t *sp, void *p)
+{
+    for (int i = 0; i < sp->nfields; i++) {
+        const field_t *f = &sp->fields[i];
+        char *q = (char *)p + f->offset;
+        double v = f->initial;
+        switch (f->kind) {
+        case F_SIZE: {
+            size_t x = (size_t)v;
+            memcpy(q, &x, sizeof x);
+            break;
+        }
+        case F_U32: {
+            unsigned int x = (unsigned int)v;
+            memcpy(q, &x, sizeof x);
+            break;
+        }
+        case F_I32: {
+            int x = (int)v;
+            memcpy(q, &x, sizeof x);
+            break;
+        }
+        case F_U8:
+            *(unsigned char *)q = (unsigned char)v;
+            break;
+        case F_F32: {
+            float x = (float)v;
+            memcpy(q, &x, sizeof x);
+            break;
+        }
+        default: /* pointers start NULL */
+            break;
+        }
+    }
+}
 
 static int
 kind_of_type(PyTypeObject *tp)
@@ -229,8 +137,8 @@ s_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
     if (kind < 0)
         return NULL;
     sobj *o = alloc_obj(tp, kind);
-    if (o != NULL && specs[kind].init)
-        specs[kind].init(o->ptr);
+    if (o != NULL)
+        init_fields(&specs[kind], o->ptr);
     return (PyObject *)o;
 }
 
@@ -670,8 +578,8 @@ PyObject *
 n4p_struct_new(n4p_state *st, int kind)
 {
     sobj *o = alloc_obj(st->struct_types[kind], kind);
-    if (o != NULL && specs[kind].init)
-        specs[kind].init(o->ptr);
+    if (o != NULL)
+        init_fields(&specs[kind], o->ptr);
     return (PyObject *)o;
 }
 

@@ -591,15 +591,19 @@ n4p_trace_write_default(n4p_trace *t, const char *reason)
 
 /* ------------------------------------------------------------ methods */
 
-/* _trace_setup(timeout=None, comm_hash=None): the watchdog timeout of this
+/* _trace_setup(timeout=None, comm_hash=None, rank=None, nranks=None): the watchdog timeout of this
  * communicator (seconds; None: NCCL4PY_WATCHDOG_TIMEOUT) and its hash. */
 PyObject *
 n4p_trace_setup(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t comm,
                 PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    static const char *const kw[] = {"timeout", "comm_hash", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "_trace_setup", kw, 0, 2, a) < 0)
+    static const char *const kw[] = {"timeout", "comm_hash", "rank", "nranks", NULL};
+    PyObject *a[4];
+    if (n4p_parse_args(args, nargs, kwnames, "_trace_setup", kw, 0, 4, a) < 0)
+        return NULL;
+    int rank = -1, nranks = -1; /* known before the communicator exists, when the caller says */
+    if ((a[2] != NULL && a[2] != Py_None && n4p_arg_int(a[2], "rank", &rank) < 0) ||
+        (a[3] != NULL && a[3] != Py_None && n4p_arg_int(a[3], "nranks", &nranks) < 0))
         return NULL;
     double timeout = -1;
     if (a[0] != NULL && a[0] != Py_None) {
@@ -624,6 +628,10 @@ n4p_trace_setup(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t
         return NULL;
     n4p_trace *t = *slot;
     atomic_store(&t->comm, comm);
+    if (rank >= 0 && nranks > 0) { /* a rank that hangs before its first call leaves a record */
+        t->rank = rank;
+        t->nranks = nranks;
+    }
     if (timeout >= 0) {
         if (timeout > 0 && n4p_watchdog_start() != 0) {
             PyErr_SetString(PyExc_RuntimeError, "cannot start the nccl4py watchdog thread");

@@ -182,5 +182,53 @@ def recording_stub():
     return lib
 
 
+@pytest.fixture
+def stub(recording_stub):
+    """The recording stub, reset before and after the test."""
+    recording_stub.nccl4pyStubReset()
+    yield recording_stub
+    recording_stub.nccl4pyStubReset()
+
+
+# ------------------------------------------------------ shared test helpers
+
+def host_available() -> bool:
+    """Whether the bundled host backend is built."""
+    from nccl import _discovery
+
+    return os.path.exists(_discovery.host_backend_path())
+
+
+HOST_WORKER = Path(__file__).resolve().parent / "host_worker.py"
+
+
+def new_ids(n: int) -> list[str]:
+    """n host-backend unique ids, as hex, made by another process."""
+    p = run_python("import nccl.bindings as b\n"
+                   f"for _ in range({n}): print(bytes(b.get_unique_id()).hex())",
+                   clean_env(NCCL4PY_BACKEND="host"))
+    assert p.returncode == 0, p.stderr
+    return p.stdout.split()
+
+
+def shm_path(hexid: str) -> str:
+    """The segment a host-backend unique id names: /dev/shm/nccl4py-<bytes 8..24 hex>."""
+    return "/dev/shm/nccl4py-" + hexid[16:48]
+
+
+def mpiexec() -> str | None:
+    """The mpiexec of this environment (the mpich wheel's), or None."""
+    found = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
+    return found if os.path.exists(found) else None
+
+
+@pytest.fixture(scope="session")
+def lib(tmp_path_factory):
+    """tests/producers.c compiled: hand-written DLPack producers (see dlpack_producers)."""
+    from dlpack_producers import build
+
+    return build(tmp_path_factory.mktemp("producers"))
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_STUB_DIR, ignore_errors=True)

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
-from test_host_collectives import host_available
+from conftest import clean_env, host_available
 
 needs_host = pytest.mark.skipif(not host_available(), reason="host backend not built")
 

@@ -1,18 +1,9 @@
 """A communicator in the test process, on the recording stub: the handle
-``COMM`` for ``nccl.core.Communicator(COMM)`` and the ``stub`` fixture (the
-stub library, reset before and after the test)."""
+``COMM`` for ``nccl.core.Communicator(COMM)``, and what the stub (the ``stub``
+fixture of conftest.py) has seen."""
 from __future__ import annotations
 
-import pytest
-
 COMM = 0x7F00_1234_5000
-
-
-@pytest.fixture
-def stub(recording_stub):
-    recording_stub.nccl4pyStubReset()
-    yield recording_stub
-    recording_stub.nccl4pyStubReset()
 
 
 def calls(stub) -> int:

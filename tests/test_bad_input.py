@@ -5,16 +5,7 @@ from __future__ import annotations
 import pytest
 
 import nccl.bindings as b
-
-
-@pytest.fixture
-def stub(recording_stub):
-    recording_stub.nccl4pyStubReset()
-    return recording_stub
-
-
-def calls(stub):
-    return stub.nccl4pyStubCallCount()
+from stub_comm import calls
 
 
 GOOD = (1, 2, 3, 7, 0, 4, 5)

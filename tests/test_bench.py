@@ -3,7 +3,6 @@ format, real correctness checks, JSON, the exit status and the plot."""
 from __future__ import annotations
 
 import json
-import re
 import struct
 import subprocess
 import sys
@@ -11,8 +10,8 @@ import zlib
 
 import pytest
 
-from conftest import clean_env
-from test_host_collectives import host_available
+from bench_run import bench, parse
+from conftest import clean_env, host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 
@@ -23,47 +22,12 @@ HEADER = [
     "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)         "
     "    (us)  (GB/s)  (GB/s)         ",
 ]
-ROW = re.compile(r"^ {0,11}\d+  {1,12}\d+  +\S+  +\S+  +-?\d+(  +\S+  +\S+  +\S+  +\S+){2}$")
 FACTORS = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
            "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0,
            "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
            "gather": lambda n: (n - 1) / n, "scatter": lambda n: (n - 1) / n,
            "sendrecv": lambda n: 1.0, "allreduce_with_bias": lambda n: 2 * (n - 1) / n,
            "alltoallv": lambda n: (n - 1) / n}
-
-
-def bench(*args, env=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "nccl.bench", "--nranks", "2", "--backend",
-                           "host", *args], env=env or clean_env(), capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def parse(text):
-    """Blocks of nccl-tests output: {binary: {"rows": [...], "avg": float, ...}}."""
-    blocks, cur = {}, None
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("# Collective test starting: "):
-            cur = {"rows": [], "lines": []}
-            blocks[line.split(": ")[1]] = cur
-        if cur is None:
-            continue
-        cur["lines"].append(line)
-        if line and not line.startswith("#"):
-            assert ROW.match(line), repr(line)
-            f = line.split()
-            cur["rows"].append({"size": int(f[0]), "count": int(f[1]), "type": f[2],
-                                "redop": f[3], "root": int(f[4]),
-                                "oop": [float(f[5]), float(f[6]), float(f[7]), f[8]],
-                                "ip": [float(f[9]), float(f[10]), float(f[11]), f[12]]})
-        m = re.match(r"# Avg bus bandwidth    : (\S+) $", line)
-        if m:
-            cur["avg"] = float(m.group(1))
-        if line.startswith("# Out of bounds values : "):
-            cur["oob"] = line.split(": ")[1]
-        if line.startswith("# Collective test concluded"):
-            cur = None
-    return blocks
 
 
 @pytest.fixture(scope="module")

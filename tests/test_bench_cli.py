@@ -14,9 +14,8 @@ import sys
 
 import pytest
 
-from conftest import clean_env
-from test_bench import bench, parse
-from test_host_collectives import host_available
+from conftest import clean_env, host_available
+from bench_run import bench, parse
 
 needs_host = pytest.mark.skipif(not host_available(), reason="host backend not built")
 

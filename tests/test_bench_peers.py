@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
-from test_host_collectives import host_available
+from conftest import clean_env, host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 

@@ -2,16 +2,15 @@
 
 resolve_buffer(obj, name, writable) -> (ptr, count, dtype, device_type,
 device_id, readonly) resolves and releases.  Hand-written DLPack producers
-come from tests/producers.c (compiled here); their deleters count calls.
+come from tests/producers.c (tests/dlpack_producers.py); their deleters count
+calls.
 """
 from __future__ import annotations
 
 import array
 import ctypes
 import enum
-import subprocess
 import sys
-import sysconfig
 
 import numpy as np
 import pytest
@@ -19,9 +18,10 @@ import pytest
 from nccl._errors import NcclInvalid
 from nccl._enums import DataType as DT
 from nccl._nccl import resolve_buffer
-from conftest import ROOT, cc, swallowing
+from conftest import swallowing
+from dlpack_producers import (CAI, CPU, CUDA, Deleters, LegacyProducer, Producer,
+                              exchange_class, spec)
 
-CPU, CUDA = 1, 2
 SUPPORTED_MSG = ("NCCL supports: int8, uint8, int32, uint32, int64, uint64, float16, float32, "
                  "float64, bfloat16, float8_e4m3fn, float8_e5m2 (bool as uint8)")
 NOT_CONTIG = r"is not contiguous in row-major \(C\) order"
@@ -29,63 +29,6 @@ NOT_CONTIG = r"is not contiguous in row-major \(C\) order"
 
 def rb(obj, name="buf", writable=False):
     return resolve_buffer(obj, name, writable)
-
-
-# ------------------------------------------------------------ the C helper
-
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    out = tmp_path_factory.mktemp("producers") / "libproducers.so"
-    inc = sysconfig.get_paths()["include"]
-    subprocess.run([cc(), "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-                    f"-I{inc}", f"-I{ROOT / 'src'}", "-o", str(out),
-                    str(ROOT / "tests" / "producers.c")], check=True)
-    lib = ctypes.PyDLL(str(out))
-    lib.t_make_capsule.argtypes = [ctypes.py_object]
-    lib.t_make_capsule.restype = ctypes.py_object
-    lib.t_deleter_calls.restype = ctypes.c_long
-    lib.t_exchange_capsule.argtypes = [ctypes.c_int]
-    lib.t_exchange_capsule.restype = ctypes.py_object
-    lib.t_exchange_address.argtypes = [ctypes.c_int]
-    lib.t_exchange_address.restype = ctypes.py_object
-    return lib
-
-
-def spec(data=0x1000, shape=(4,), strides=None, code=2, bits=32, lanes=1, device=(CUDA, 3),
-         offset=0, flags=0, major=1, versioned=True, name=None):
-    return (versioned, data, tuple(shape), None if strides is None else tuple(strides), code,
-            bits, lanes, device[0], device[1], offset, flags, major, name)
-
-
-class Producer:
-    """A DLPack producer handing out capsules made by the C helper."""
-
-    def __init__(self, lib, **kw):
-        self.lib = lib
-        self.spec = spec(**kw)
-
-    def __dlpack__(self, *, stream=None, max_version=None):
-        return self.lib.t_make_capsule(self.spec)
-
-    def __dlpack_device__(self):
-        return (self.spec[7], self.spec[8])
-
-
-class LegacyProducer(Producer):
-    """Refuses the max_version keyword (pre-DLPack-1.0 signature)."""
-
-    def __dlpack__(self, stream=None):
-        return self.lib.t_make_capsule(self.spec)
-
-
-class Deleters:
-    def __init__(self, lib):
-        self.lib = lib
-        self.start = lib.t_deleter_calls()
-
-    @property
-    def calls(self):
-        return self.lib.t_deleter_calls() - self.start
 
 
 # ------------------------------------------------------------- NumPy host
@@ -201,13 +144,16 @@ def test_other_buffer_exporters():
 
 # ------------------------------------------------------------ ml_dtypes
 
-ml_dtypes = pytest.importorskip("ml_dtypes")
+@pytest.fixture
+def ml_dtypes():
+    """ml_dtypes (in the test extra); only the tests that use it skip without it."""
+    return pytest.importorskip("ml_dtypes")
 
 
 @pytest.mark.parametrize("name,want", [("bfloat16", DT.Bfloat16),
                                        ("float8_e4m3fn", DT.Float8e4m3),
                                        ("float8_e5m2", DT.Float8e5m2)])
-def test_ml_dtypes(name, want):
+def test_ml_dtypes(name, want, ml_dtypes):
     a = np.zeros((2, 3), getattr(ml_dtypes, name))
     assert rb(a, writable=True) == (a.ctypes.data, 6, want, CPU, 0, False)
     with pytest.raises(NcclInvalid, match=NOT_CONTIG):
@@ -220,7 +166,7 @@ def test_ml_dtypes(name, want):
         rb(np.zeros(8, getattr(ml_dtypes, name))[::2], "s")
 
 
-def test_ml_dtypes_unsupported():
+def test_ml_dtypes_unsupported(ml_dtypes):
     with pytest.raises(NcclInvalid, match="Unsupported data type for b: float8_e4m3fnuz"):
         rb(np.zeros(2, ml_dtypes.float8_e4m3fnuz), "b")
     with pytest.raises(NcclInvalid, match="Unsupported data type for b: int4"):
@@ -413,15 +359,6 @@ def test_numpy_dlpack_through_a_wrapper():
 
 # ------------------------------------------------------- exchange API
 
-def exchange_class(lib, which, legacy=False):
-    attrs = {"__init__": lambda self, **kw: setattr(self, "_dl", spec(**kw))}
-    if legacy:
-        attrs["__c_dlpack_exchange_api__"] = lib.t_exchange_address(which)
-    else:
-        attrs["__dlpack_c_exchange_api__"] = lib.t_exchange_capsule(which)
-    return type(f"Exchange{which}{'L' if legacy else ''}", (), attrs)
-
-
 @pytest.mark.parametrize("which,legacy,owning", [(0, False, False), (1, False, True),
                                                  (2, False, False), (0, True, False),
                                                  (1, True, True)])
@@ -470,18 +407,6 @@ def test_exchange_api_wins_over_dlpack(lib):
 
 
 # -------------------------------------------- __cuda_array_interface__
-
-class CAI:
-    def __init__(self, **fields):
-        self.d = {"shape": (2, 3), "typestr": "<f4", "data": (0x3000, False), "version": 3}
-        self.d.update(fields)
-        for k in [k for k, v in fields.items() if v is KeyError]:
-            del self.d[k]
-
-    @property
-    def __cuda_array_interface__(self):
-        return self.d
-
 
 def test_cai_basic():
     assert rb(CAI(), writable=True) == (0x3000, 6, DT.Float32, CUDA, -1, False)
@@ -638,7 +563,7 @@ class Color(enum.IntEnum):
     RED = 7
 
 
-def test_specs_count_and_dtype():
+def test_specs_count_and_dtype(ml_dtypes):
     a = np.zeros(10, np.float32)
     p = a.ctypes.data
     assert rb((a, 5)) == (p, 5, DT.Float32, CPU, 0, False)
@@ -666,7 +591,7 @@ def test_specs_count_and_dtype():
         rb((a, IntOnly()))  # __int__ without __index__ is not an integer
 
 
-def test_specs_reinterpret_unsupported_element_types():
+def test_specs_reinterpret_unsupported_element_types(ml_dtypes):
     c = np.zeros(4, np.complex64)
     assert rb((c, "float32"))[1:3] == (8, DT.Float32)
     assert rb((np.zeros(3, np.int16), np.uint8))[1:3] == (6, DT.Uint8)
@@ -731,7 +656,7 @@ def _loop(fn, n=10**5):
         fn()
 
 
-def test_refcounts_numpy():
+def test_refcounts_numpy(ml_dtypes):
     a = np.zeros(16, np.float32)
     ro = a.copy()
     ro.setflags(write=False)

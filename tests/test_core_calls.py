@@ -9,7 +9,7 @@ import pytest
 
 import nccl.core as nc
 from conftest import memory_growth
-from stub_comm import COMM, stub  # noqa: F401
+from stub_comm import COMM
 
 
 def record(stub) -> dict:

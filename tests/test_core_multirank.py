@@ -13,7 +13,7 @@ import pytest
 
 import nccl.core as nc
 from refdata import COUNTS, NP, OPS, D, inputs, reduce_ref
-from test_host_collectives import host_available
+from conftest import host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 

@@ -10,9 +10,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, clean_env, run_python
+from conftest import ROOT, clean_env, host_available, mpiexec, run_python
 from nccl import _discovery
-from test_host_collectives import host_available
 
 
 @pytest.fixture
@@ -226,7 +225,7 @@ def test_main_lists_each_candidate_once(gpudev):
 
 
 def test_main_json_counts_are_numbers_or_null():
-    from nccl.__main__ import gpu_runtime
+    from nccl._diagnostics import gpu_runtime
 
     class Broken:
         @staticmethod
@@ -246,13 +245,11 @@ def test_main_json_counts_are_numbers_or_null():
 # ------------------------------------ examples and the bench on a CPU machine
 
 def _mpi_job(nodev, *command, **env):
-    from test_host_mpi import _mpiexec
-
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py)")
     pytest.importorskip("mpi4py")
     _wheel()  # the situation of the issue: an NCCL wheel is installed
-    return subprocess.run([_mpiexec(), "-n", "2", sys.executable, *command],
+    return subprocess.run([mpiexec(), "-n", "2", sys.executable, *command],
                           env=clean_env(**{_discovery.TEST_DEV_DIR_ENV: str(nodev)}, **env),
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, mpiexec
 
 # The documents whose commands are checked (the other documents of docs/
 # have their own maintainers and checks).
@@ -203,9 +203,7 @@ def test_command(where, cmd, comment, before, scratch):
         return
     if MPI.search(run):
         pytest.importorskip("mpi4py")
-        from test_host_mpi import _mpiexec
-
-        if _mpiexec() is None:
+        if mpiexec() is None:
             pytest.skip("no mpiexec (pip install mpich mpi4py)")
     d, nodev = scratch
     bindir = os.path.dirname(sys.executable)

@@ -80,8 +80,6 @@ COMMUNICATOR_METHODS = sorted(
     if not name.startswith("_") and callable(obj))
 
 
-@pytest.mark.xfail(strict=True, reason="the text signatures of nccl.core's C methods come "
-                   "with the collective table of src/communicator.c")
 @pytest.mark.parametrize("name", COMMUNICATOR_METHODS)
 def test_communicator_methods_have_signatures(name):
     inspect.signature(getattr(ext._CommunicatorBase, name))

@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, clean_env
-from test_host_collectives import host_available
+from conftest import ROOT, clean_env, host_available
 
 EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*.py")
                   if "mpi" not in p.relative_to(ROOT / "examples").parts[:-1]

@@ -19,8 +19,7 @@ import time
 
 import pytest
 
-from conftest import clean_env, run_python
-from test_host_collectives import host_available
+from conftest import clean_env, host_available, new_ids, shm_path
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 
@@ -107,16 +106,6 @@ def host_env(**kw):
     return clean_env(NCCL4PY_BACKEND="host", NCCL4PY_HOST_TIMEOUT=str(TIMEOUT), **kw)
 
 
-def new_ids(n):
-    p = run_python("import nccl.bindings as b\n"
-                   f"for _ in range({n}): print(bytes(b.get_unique_id()).hex())", host_env())
-    assert p.returncode == 0, p.stderr
-    return p.stdout.split()
-
-
-def shm_path(hexid: str) -> str:
-    """The segment a host-backend unique id names: /dev/shm/nccl4py-<bytes 8..24 hex>."""
-    return "/dev/shm/nccl4py-" + hexid[16:48]
 
 
 EXPECT = {  # scenario -> statuses the survivors may see

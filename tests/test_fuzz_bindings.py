@@ -175,11 +175,9 @@ COUNTS = {"calls": 0, "ok": 0, "errors": 0}
 
 
 @pytest.fixture
-def stub(recording_stub):
-    recording_stub.nccl4pyStubReset()
-    recording_stub.nccl4pyStubSetWriteOutputs(0)  # fuzzed out-addresses are never written
-    yield recording_stub
-    recording_stub.nccl4pyStubReset()
+def stub(stub):
+    stub.nccl4pyStubSetWriteOutputs(0)  # fuzzed out-addresses are never written
+    return stub
 
 
 def test_every_table_entry_is_fuzzed():
@@ -270,7 +268,11 @@ def test_simple_entries_pass_exact_values(stub, entry):
 
 
 def test_report_case_counts(capsys):
-    """Prints how many fuzzed calls ran (visible with -s or -rA)."""
+    """The fuzzed calls reached both outcomes: values the library got, and
+    values refused with a Python exception before any call."""
+    if not COUNTS["calls"]:
+        pytest.skip("no fuzz test of this module ran in this session")
     with capsys.disabled():
         print(f"\nfuzz bindings: {COUNTS['calls']} calls, {COUNTS['ok']} succeeded, "
               f"{COUNTS['errors']} raised Python exceptions")
+    assert COUNTS["ok"] > 0 and COUNTS["errors"] > 0, COUNTS

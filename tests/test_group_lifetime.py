@@ -30,8 +30,8 @@ import nccl.core as nc
 from conftest import build_stub, clean_env
 from host_ranks import needs_host, run_ranks
 from nccl._errors import NCCLError, NcclInvalid
-from stub_comm import COMM, last_call, stub  # noqa: F401
-from test_buffer_resolution import CPU, Deleters, Producer, lib  # noqa: F401
+from stub_comm import COMM, last_call
+from dlpack_producers import CPU, Deleters, Producer
 
 def refs(*objs) -> tuple[int, ...]:
     return tuple(sys.getrefcount(o) for o in objs)

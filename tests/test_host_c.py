@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, host_available, new_ids, shm_path
 from hostproc import Rank, host_env, wait_for
-from test_faults import new_ids, shm_path
-from test_host_collectives import host_available
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")

@@ -6,23 +6,12 @@ made independently of the library.
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 import host_worker
 import nccl.bindings as b
 import nccl.run
-
-WORKER = Path(host_worker.__file__).resolve()
-
-
-def host_available() -> bool:
-    from nccl import _discovery
-
-    return os.path.exists(_discovery.host_backend_path())
-
+from conftest import host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 

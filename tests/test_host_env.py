@@ -9,8 +9,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, clean_env, run_python
-from test_host_collectives import host_available
+from conftest import ROOT, clean_env, host_available, run_python
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 import nccl.bindings as b
-from conftest import clean_env, run_python
-from test_host_collectives import host_available
+from conftest import clean_env, host_available, run_python
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 

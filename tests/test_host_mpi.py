@@ -3,26 +3,18 @@ rank variables and broadcasts the unique id with mpi4py."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
-from test_host_collectives import WORKER, host_available
+from conftest import HOST_WORKER as WORKER, clean_env, host_available, mpiexec
 
-
-def _mpiexec():
-    found = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
-    return found if os.path.exists(found) else None
 
 
 pytestmark = [
     pytest.mark.skipif(not host_available(), reason="host backend not built"),
-    pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install mpich mpi4py)"),
+    pytest.mark.skipif(mpiexec() is None, reason="no mpiexec (pip install mpich mpi4py)"),
 ]
 
 
@@ -31,7 +23,7 @@ def test_worker_under_mpiexec(nranks):
     pytest.importorskip("mpi4py")
     env = clean_env(NCCL4PY_BACKEND="host", NCCL4PY_HOST_TIMEOUT="60",
                     OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    p = subprocess.run([_mpiexec(), "-n", str(nranks), sys.executable, str(WORKER), "p2p",
+    p = subprocess.run([mpiexec(), "-n", str(nranks), sys.executable, str(WORKER), "p2p",
                         "comms", "rccl"], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     reports = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
@@ -49,7 +41,7 @@ def test_upstream_style_programs_under_mpiexec(path):
     pytest.importorskip("mpi4py")
     env = clean_env(NCCL4PY_BACKEND="host", NCCL4PY_HOST_TIMEOUT="60",
                     OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    p = subprocess.run([_mpiexec(), "-n", "3", sys.executable, "-m", "mpi4py", str(path)],
+    p = subprocess.run([mpiexec(), "-n", "3", sys.executable, "-m", "mpi4py", str(path)],
                        env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert p.stdout.count("ok") == 3, p.stdout

@@ -13,9 +13,8 @@ import time
 
 import pytest
 
+from conftest import host_available, new_ids, shm_path
 from hostproc import Rank, host_env, wait_for
-from test_faults import new_ids, shm_path
-from test_host_collectives import host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import host_available, new_ids
 from hostproc import Rank, host_env
-from test_faults import new_ids
-from test_host_collectives import host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 

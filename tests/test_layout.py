@@ -18,8 +18,7 @@ import pytest
 import nccl.core as nc
 from nccl._errors import NcclInvalid
 from nccl._nccl import resolve_buffer
-from test_buffer_resolution import (CAI, Deleters, LegacyProducer, Producer,  # noqa: F401
-                                    exchange_class, lib)
+from dlpack_producers import CAI, Deleters, LegacyProducer, Producer, exchange_class
 
 
 def refused(name: str, shape: tuple, strides: tuple, unit: str) -> str:

@@ -13,7 +13,6 @@ import os
 import tracemalloc
 
 import numpy as np
-import pytest
 
 import nccl.bindings as b
 import nccl.core as nc
@@ -25,13 +24,6 @@ N = 100_000
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-@pytest.fixture
-def stub(recording_stub):
-    recording_stub.nccl4pyStubReset()
-    yield recording_stub
-    recording_stub.nccl4pyStubReset()
 
 
 def test_mixed_calls_do_not_grow(stub):

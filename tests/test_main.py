@@ -27,11 +27,11 @@ def test_report_with_a_library(stub_dir):
 
 
 def test_version_formatting():
-    from nccl.__main__ import format_version
+    from nccl._diagnostics import decode_version
 
-    assert format_version(23004) == "2.30.4"
-    assert format_version(22809) == "2.28.9"
-    assert format_version(2708) == "2.7.8"
+    assert decode_version(23004) == "2.30.4"
+    assert decode_version(22809) == "2.28.9"
+    assert decode_version(2708) == "2.7.8"
 
 
 def test_report_without_a_library():

@@ -60,13 +60,6 @@ def values_for(entry):
     return args, " ".join(rec)
 
 
-@pytest.fixture
-def stub(recording_stub):
-    recording_stub.nccl4pyStubReset()
-    yield recording_stub
-    recording_stub.nccl4pyStubReset()
-
-
 def last(stub) -> str:
     return stub.nccl4pyStubLastCall().decode()
 

@@ -19,7 +19,7 @@ import nccl.bindings as b
 import nccl.core as nc
 from host_ranks import needs_host, run_ranks
 from nccl._errors import NcclInvalid
-from stub_comm import COMM, calls, stub  # noqa: F401
+from stub_comm import COMM, calls
 
 # --------------------------------------------------------------- overlap
 

@@ -18,13 +18,11 @@ import time
 
 import pytest
 
-from conftest import ROOT, clean_env
-from test_host_collectives import host_available
-from test_host_mpi import _mpiexec
+from conftest import ROOT, clean_env, host_available, mpiexec
 
 pytestmark = [
     pytest.mark.skipif(not host_available(), reason="host backend not built"),
-    pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install mpich mpi4py)"),
+    pytest.mark.skipif(mpiexec() is None, reason="no mpiexec (pip install mpich mpi4py)"),
 ]
 
 # Without the abort the survivor waits at least this long (the host
@@ -72,7 +70,7 @@ def _remove_leftovers(before: set[str]) -> None:
 def job(failing: int, *command: str) -> subprocess.CompletedProcess:
     """A 2-rank job running *command* where rank *failing* cannot load a library."""
     pytest.importorskip("mpi4py")
-    cmd = [_mpiexec()]
+    cmd = [mpiexec()]
     for rank in range(2):
         if rank:
             cmd.append(":")

@@ -9,7 +9,7 @@ import pytest
 
 import nccl.core as nc
 from refdata import NP, D, inputs
-from test_host_collectives import host_available
+from conftest import host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 
@@ -48,17 +48,23 @@ def layout(src: int, dst: int) -> int:
     return (3 * src + 5 * dst + 1) % 4 + (src == dst)
 
 
+def gapped(counts):
+    """Displacements (in elements) with a gap of one after each part, and the
+    length they need."""
+    displs, off = [], 0
+    for c in counts:
+        displs.append(off)
+        off += c + 1
+    return displs, off
+
+
 @pytest.mark.nccl(nranks=[2, 4])
 def test_alltoallv_uneven(comm, check):
     rank, n = comm.rank, comm.nranks
     for dt in DTYPES:
         sendcounts = [layout(rank, j) for j in range(n)]
         recvcounts = [layout(j, rank) for j in range(n)]
-        # displacements with gaps, in elements
-        sdispls, off = [], 0
-        for c in sendcounts:
-            sdispls.append(off)
-            off += c + 1
+        sdispls, off = gapped(sendcounts)
         send = inputs(rank, dt, off, salt=11)
         rdispls, roff = [], 2
         for c in reversed(recvcounts):  # reverse placement: displs need not be monotone
@@ -70,10 +76,7 @@ def test_alltoallv_uneven(comm, check):
         exp = np.zeros(roff, NP[dt])
         for j in range(n):
             js = [layout(j, k) for k in range(n)]
-            jd, o = [], 0
-            for c in js:
-                jd.append(o)
-                o += c + 1
+            jd, o = gapped(js)
             jsend = inputs(j, dt, o, salt=11)
             exp[rdispls[j]:rdispls[j] + recvcounts[j]] = jsend[jd[rank]:jd[rank] + js[rank]]
         check.check(f"alltoallv {dt.name}", recv, exp, dt)

@@ -19,7 +19,7 @@ V = Version
 
 
 def _info(lib_version="2.32.3", cuda=None, path="/x/libnccl.so.2"):
-    from nccl._show_versions import LibraryInfo, VersionInfo
+    from nccl._diagnostics import LibraryInfo, VersionInfo
 
     lib = LibraryInfo(V(lib_version), None if cuda is None else V(cuda),
                       None if path is None else Path(path))
@@ -27,7 +27,7 @@ def _info(lib_version="2.32.3", cuda=None, path="/x/libnccl.so.2"):
 
 
 def test_library_info_form():
-    from nccl._show_versions import LibraryInfo, decode_version
+    from nccl._diagnostics import LibraryInfo, decode_version
 
     assert str(LibraryInfo(V("2.32.3"), V("13.4"), Path("/x/libnccl.so.2"))) == \
         "2.32.3+cuda13.4 @ /x/libnccl.so.2"
@@ -111,7 +111,7 @@ from pathlib import Path
 from packaging.version import Version
 import nccl, nccl.core
 from nccl import _nccl, bindings
-from nccl._show_versions import decode_version
+from nccl._diagnostics import decode_version
 top, core = nccl.get_version(), nccl.core.get_version()
 lib = core.libnccl
 out = {"same": top == core,
@@ -135,7 +135,7 @@ def _probe(env):
 
 
 def _check_common(out):
-    from nccl._show_versions import decode_version
+    from nccl._diagnostics import decode_version
     from nccl._version import __version__
 
     assert out["same"]  # nccl.get_version() and nccl.core.get_version() agree
@@ -268,7 +268,7 @@ def test_json_without_library():
 
 
 def test_gpu_runtime_is_tolerant():
-    from nccl.__main__ import gpu_runtime
+    from nccl._diagnostics import gpu_runtime
 
     class Fake:
         @staticmethod

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, host_available
 from conftest import alive as _alive
-from test_host_collectives import host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 RUN_TIMEOUT = 300
@@ -222,6 +221,9 @@ def test_hang_fails_within_the_timeout_and_leaves_nothing(tmp_path):
     source = HANG.splitlines()
     assert len(lines) >= 2, text
     assert "comm.allreduce" in source[lines[0] - 1] and "time.sleep" in source[lines[1] - 1]
+    # the flight records name the rank that never entered the collective
+    assert "diagnosis (flight records):" in text, text
+    assert "rank 1 did not call allreduce #1" in text, text
     assert took < timeout + 10, took  # the timeout plus stopping the ranks, under load
     assert res["test_warm"][0] == res["test_after"][0] == "passed"  # a fresh pool after it
 

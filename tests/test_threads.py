@@ -17,9 +17,7 @@ import sys
 
 import pytest
 
-from conftest import clean_env
-from test_faults import new_ids
-from test_host_collectives import host_available
+from conftest import clean_env, host_available, new_ids
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 

@@ -16,7 +16,7 @@ from conftest import ROOT
 
 pytest.importorskip("mypy", reason="mypy is in the test extra")
 
-STRICT = ["nccl/bench", "nccl/_show_versions.py", "nccl/__main__.py", "nccl/_nccl.pyi"]
+STRICT = ["nccl/bench", "nccl/_diagnostics.py", "nccl/__main__.py", "nccl/_nccl.pyi"]
 EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples" / "01_basic").glob("*.py"))
 
 

@@ -21,8 +21,11 @@ nccl4py needs neither cuda.core nor hip-python.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.machinery
 import sys
 import types
+from typing import Any
 
 __all__ = ["register", "registered", "core_module"]
 
@@ -60,15 +63,14 @@ def register() -> bool:
         return False
     from .cuda_core_shim import build_modules
 
-    cuda_pkg = sys.modules.get("cuda")
+    cuda_pkg: Any = sys.modules.get("cuda")
     if cuda_pkg is None:
         try:
-            import cuda as cuda_pkg  # a real namespace package (find_spec imported it)
+            # a real namespace package (find_spec imported it)
+            cuda_pkg = importlib.import_module("cuda")
         except ImportError:
             cuda_pkg = types.ModuleType("cuda", "In-memory cuda package holding nccl's "
                                                 "HIP shim of cuda.core.")
-            import importlib.machinery
-
             cuda_pkg.__spec__ = importlib.machinery.ModuleSpec("cuda", None, is_package=True)
             cuda_pkg.__path__ = []
             sys.modules["cuda"] = cuda_pkg

@@ -262,7 +262,7 @@ def _exchange_torch(env, rank: int, nranks: int, timeout: float) -> bytes:
         if rank == 0:
             uid, error = _rank0_id()
             # One tag byte: 0 = the id follows, 1 = rank 0's error message follows.
-            store.set(key, b"\0" + uid if error is None
+            store.set(key, b"\0" + uid if uid is not None
                       else b"\1" + f"{type(error).__name__}: {error}".encode())
             # Keep the store (and so, on rank 0, its server) alive until every
             # rank has read the id.
@@ -274,7 +274,8 @@ def _exchange_torch(env, rank: int, nranks: int, timeout: float) -> bytes:
     except Exception as exc:  # torch reports store failures and timeouts as RuntimeError
         raise RuntimeError(f"exchanging the unique id through {where} failed: {exc}") from exc
     if rank == 0:
-        if error is not None:
+        if uid is None:  # rank 0's error, sent to the other ranks above
+            assert error is not None
             raise error
         return uid
     if value[:1] == b"\0" and len(value) == 1 + uniqueid.UNIQUE_ID_BYTES:

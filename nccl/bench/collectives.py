@@ -14,13 +14,15 @@ from typing import Any, Callable
 
 import numpy as np
 
+from nccl import _dtypes
+
 __all__ = ["Collective", "COLLECTIVES", "TYPES", "OPS", "resolve_name", "busbw_factor",
            "counts", "pattern", "expected", "tolerance"]
 
 # nccl-tests' type names, in ncclDataType_t order (value = index).
 TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
          "bfloat16", "f8e4m3", "f8e5m2")
-ITEMSIZE = (1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1)
+ITEMSIZE = _dtypes.SIZES  # bytes per element, by ncclDataType_t value
 # Mantissa bits of the floating types (for the tolerance of reductions).
 _MANTISSA = {6: 10, 7: 23, 8: 52, 9: 7, 10: 3, 11: 2}
 # nccl-tests' op names; "mulsum" is PreMulSum (here with the scalar 2).

@@ -13,7 +13,7 @@ import json
 import math
 from typing import Any
 
-from nccl._show_versions import decode_version
+from nccl._diagnostics import decode_version
 
 from .progress import format_size
 

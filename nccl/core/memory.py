@@ -40,7 +40,7 @@ class HostBuffer:
         # Every export refers to this ctypes array (NumPy views through their
         # base, memoryviews through their export): the memory is freed when
         # the array and all of them are gone.
-        self._array = (ctypes.c_int8 * max(self._size, 1)).from_address(self._ptr)
+        self._array: Any = (ctypes.c_int8 * max(self._size, 1)).from_address(self._ptr)
         weakref.finalize(self._array, _b.mem_free, self._ptr)
 
     @property
@@ -142,7 +142,8 @@ def _device_id(device_id: Any) -> int:
 
 
 def _make_resource_class(core: Any) -> type:
-    Buffer, Device, MemoryResource = core.Buffer, core.Device, core.MemoryResource
+    Buffer, Device = core.Buffer, core.Device
+    MemoryResource: Any = core.MemoryResource
 
     class NcclMemoryResource(MemoryResource):
         """A cuda.core memory resource whose buffers come from ``ncclMemAlloc``

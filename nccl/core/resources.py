@@ -147,7 +147,7 @@ class CustomRedOp(CommResource):
         self._residence = _b.ScalarResidence(int(residence))
         self._op = _b.red_op_create_pre_mul_sum(scalar_ptr, int(self._dtype), int(self._residence),
                                                 self._comm)
-        self._scalar_array = None  # host scalar kept alive by the Communicator
+        self._scalar_array: Any = None  # host scalar kept alive by the Communicator
 
     @property
     def op(self) -> int:

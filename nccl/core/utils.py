@@ -7,7 +7,7 @@ from typing import IO, Any
 from packaging.version import Version as _PkgVersion
 
 from nccl import bindings as _b
-from nccl._show_versions import (LibraryInfo, VersionInfo, decode_version, get_version,
+from nccl._diagnostics import (LibraryInfo, VersionInfo, decode_version, get_version,
                                  show_core_versions)
 from nccl._version import __version__
 

@@ -23,7 +23,9 @@ per value), or come from ``@pytest.mark.parametrize("nranks", [...])``.
 The test passes only if every rank passes; a failure shows each failing
 rank's traceback and output labelled ``rank R``; a rank still running after
 ``timeout`` seconds (default 60, ``--nccl-timeout``) fails the test with the
-ranks named and their stacks; a skip on every rank is a skip.
+ranks named and their stacks; a failing or hung test also shows what the
+ranks' flight records say (``python -m nccl.trace``: which rank skipped or
+reordered which collective); a skip on every rank is a skip.
 
 How it runs: the parent pytest keeps, per number of ranks, a pool of worker
 processes, each a pytest session of its own that imports the test modules
@@ -187,7 +189,8 @@ class NcclItem(pytest.Item):
         nranks, timeout = self.settings()
         manager = self.config.stash[_MANAGER]
         try:
-            results = manager.pool(nranks).run(self.nodeid, timeout)
+            pool = manager.pool(nranks)
+            results = pool.run(self.nodeid, timeout)
         except PoolError as exc:
             raise outcome.RanksFailed(str(exc)) from None
         except BaseException:  # Ctrl-C and the like: no rank may outlive us
@@ -197,7 +200,7 @@ class NcclItem(pytest.Item):
         if self.config.getoption("capture") == "no":  # -s: show what the ranks printed
             for title, content in sections:
                 print(f"--- {title} ---\n{content}", end="" if content.endswith("\n") else "\n")
-        outcome.conclude(self.nodeid, nranks, timeout, results)
+        outcome.conclude(self.nodeid, nranks, timeout, results, pool.diagnosis)
 
     def repr_failure(self, excinfo, style=None):
         if excinfo.errisinstance(outcome.RanksFailed):
@@ -236,7 +239,14 @@ def comm(request):
 
     communicator = nc.Communicator.init(state.nranks, state.rank,
                                         nc.UniqueId.from_bytes(state.uid))
-    yield communicator
+    try:
+        yield communicator
+    finally:
+        if os.environ.get("NCCL4PY_TRACE_DIR"):  # its record, for a diagnosis of the test
+            try:
+                communicator.dump_trace()
+            except Exception:  # noqa: BLE001 - a diagnosis aid never fails the test
+                pass
     if communicator.is_valid:
         if request.node.stash.get(worker.FAILED_KEY, False):
             communicator.abort()

@@ -7,6 +7,7 @@ part labelled ``rank R``.
 
 from __future__ import annotations
 
+import io
 import re
 import signal
 from dataclasses import dataclass, field
@@ -65,14 +66,24 @@ def died(rank: int, returncode: int | None) -> RankResult:
     return RankResult(rank, "died", text=f"the process of rank {rank} {how} during the test")
 
 
-def diagnose_hang(nodeid: str, running: list[int], nranks: int) -> str | None:
-    """A diagnosis of a multi-rank test whose ranks *running* did not finish.
+def diagnose(trace_dir: str | None) -> str | None:
+    """What ``python -m nccl.trace`` finds in the flight records the ranks
+    left in *trace_dir* (their ``comm`` fixtures at the end of the test, or
+    nccl4py itself when asked with SIGUSR1 at a hang): which rank skipped or
+    reordered a collective, mismatched arguments; None when nothing is wrong."""
+    if not trace_dir:
+        return None
+    from nccl import trace
 
-    This is where a record of the communicators' last operations (which
-    collective each rank was in, which peers it waited for) plugs in; the
-    report shows its text under "diagnosis".  Nothing collects one yet.
-    """
-    return None
+    records = trace.load(trace_dir)
+    if not records:
+        return None
+    result = trace.analyze(records)
+    if not result["problem"]:
+        return None
+    out = io.StringIO()
+    trace._print(result, out)
+    return out.getvalue()
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -117,7 +128,8 @@ def trim_stack(text: str) -> str:
     return "\n".join(out)
 
 
-def conclude(nodeid: str, nranks: int, timeout: float, results: list[RankResult]) -> None:
+def conclude(nodeid: str, nranks: int, timeout: float, results: list[RankResult],
+             diagnosis: str | None = None) -> None:
     """Return when the test passed; raise the skip, xfail or failure otherwise."""
     states = {r.state for r in results}
     if states == {"passed"}:
@@ -126,10 +138,11 @@ def conclude(nodeid: str, nranks: int, timeout: float, results: list[RankResult]
         raise pytest.skip.Exception(results[0].text or "skipped on every rank", _use_item_location=True)
     if states == {"xfailed"}:
         raise pytest.xfail.Exception(results[0].text)
-    raise RanksFailed(_failure_text(nodeid, nranks, timeout, results))
+    raise RanksFailed(_failure_text(nranks, timeout, results, diagnosis))
 
 
-def _failure_text(nodeid: str, nranks: int, timeout: float, results: list[RankResult]) -> str:
+def _failure_text(nranks: int, timeout: float, results: list[RankResult],
+                  diagnosis: str | None) -> str:
     by_state: dict[str, list[int]] = {}
     for r in results:
         by_state.setdefault(r.state, []).append(r.rank)
@@ -158,8 +171,6 @@ def _failure_text(nodeid: str, nranks: int, timeout: float, results: list[RankRe
     for r in results:
         if r.stack:
             parts.append(f"rank {r.rank} at the timeout:\n{trim_stack(r.stack).rstrip()}")
-    if running:
-        diagnosis = diagnose_hang(nodeid, running, nranks)
-        if diagnosis:
-            parts.append(f"diagnosis:\n{diagnosis.rstrip()}")
+    if diagnosis:
+        parts.append(f"diagnosis (flight records):\n{diagnosis.rstrip()}")
     return "\n\n".join(parts)

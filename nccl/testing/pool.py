@@ -120,6 +120,12 @@ class Pool:
         self.backend = backend
         self.args = args
         self.dir = tempfile.mkdtemp(prefix=f"pool{nranks}-", dir=workdir)
+        # the ranks' flight records of the current test (NCCL4PY_TRACE_DIR),
+        # unless the user chose a directory of their own
+        self.trace_dir: str | None = None
+        self.diagnosis: str | None = None  # of the last test that failed, from its records
+        if not os.environ.get("NCCL4PY_TRACE_DIR"):
+            self.trace_dir = os.path.join(self.dir, "trace")
         self.cwd = cwd
         self.startup_timeout = startup_timeout
         self.workers: list[_Worker] = []
@@ -136,6 +142,8 @@ class Pool:
                                          os.path.join(self.dir, f"tmp{rank}")]}
         env = launcher.rank_environment(env, rank, self.nranks, None)
         env[RANK_ENV] = str(rank)
+        if self.trace_dir:
+            env["NCCL4PY_TRACE_DIR"] = self.trace_dir
         env["PYTHONUNBUFFERED"] = "1"  # output reaches the log even if the rank dies
         if self.backend in _GPU_VARIABLE:  # one GPU per rank
             var = _GPU_VARIABLE[self.backend]
@@ -241,6 +249,10 @@ class Pool:
         if not uid:
             return self._finish(results)
 
+        self.diagnosis = None
+        if self.trace_dir:  # only this test's records
+            shutil.rmtree(self.trace_dir, ignore_errors=True)
+            os.makedirs(self.trace_dir, exist_ok=True)
         for w in self.workers:
             w.mark_output()
             if not w.send({"op": "run", "nodeid": nodeid, "uid": uid[0]}):
@@ -275,6 +287,8 @@ class Pool:
             if rank < len(self.workers):
                 result.output = self.workers[rank].test_output()
             ordered.append(result)
+        if any(res.state != "passed" for res in ordered):
+            self.diagnosis = outcome.diagnose(self.trace_dir)
         if any(res.state in ("running", "stopped", "died") for res in ordered):
             self.kill()
         return ordered
@@ -288,14 +302,17 @@ class Pool:
         return outcome.died(worker.rank, status)
 
     def _dump_stacks(self, ranks: list[int], results: dict[int, outcome.RankResult]) -> None:
-        usr1 = getattr(signal, "SIGUSR1", None)
-        if usr1 is None:
+        usr1, usr2 = getattr(signal, "SIGUSR1", None), getattr(signal, "SIGUSR2", None)
+        if usr2 is None:
             return
-        for rank in ranks:
-            try:
-                os.kill(self.workers[rank].proc.pid, usr1)
-            except OSError:
-                pass
+        # SIGUSR2: stacks; then SIGUSR1: the flight records of the ranks'
+        # communicators (a rank that has none yet dies of it, its stack written)
+        for sig in (usr2,) + ((usr1,) if self.trace_dir and usr1 is not None else ()):
+            for rank in ranks:
+                try:
+                    os.kill(self.workers[rank].proc.pid, sig)
+                except OSError:
+                    pass
         time.sleep(STACK_WAIT_SECONDS)
         for rank in ranks:
             try:

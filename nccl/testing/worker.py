@@ -8,7 +8,7 @@ pytest run), then serves the parent's requests, one JSON line each, on a
 pipe: ``uid`` (make a unique id; rank 0 only), ``run`` (run one test by node
 id with the given unique id and send back its reports), ``quit``.  Every test
 is torn down completely after it runs (fixtures of every scope).  Its own
-output goes to a log file; SIGUSR1 writes the stacks of its threads to a
+output goes to a log file; SIGUSR2 writes the stacks of its threads to a
 file (the parent asks for them when a test hangs); SIGTERM (sent when the
 parent dies) kills the worker's process group.
 """
@@ -137,8 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     # the tests started (this process leads its own process group).
     signal.signal(signal.SIGTERM, lambda *_: os.killpg(os.getpid(), signal.SIGKILL))
     stack_file = open(spec["stack"], "w")  # noqa: SIM115 - lives as long as the process
-    if hasattr(signal, "SIGUSR1"):
-        faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    # SIGUSR2: the stacks of this process's threads; SIGUSR1 stays nccl4py's
+    # own (every communicator's flight record into NCCL4PY_TRACE_DIR).
+    if hasattr(signal, "SIGUSR2"):
+        faulthandler.register(signal.SIGUSR2, file=stack_file, all_threads=True)
     _current = _Worker(spec)
     return int(pytest.main(spec["args"], plugins=[_current]))
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import types
+from typing import Any
 
 __all__ = ["SERVED", "build_modules", "is_shim_module"]
 
@@ -69,10 +70,10 @@ def is_shim_module(mod) -> bool:
 
 def build_modules() -> dict[str, types.ModuleType]:
     """``{sys.modules key: module}`` for every spelling (not yet installed)."""
-    mods: dict[str, types.ModuleType] = {}
+    mods: dict[str, Any] = {}
     for suffix, (is_pkg, names) in SERVED.items():
         name = "cuda.core" + suffix
-        mod = types.ModuleType(name, f"HIP shim of {name} (nccl._hip_compat.cuda_core_shim).")
+        mod: Any = types.ModuleType(name, f"HIP shim of {name} (nccl._hip_compat.cuda_core_shim).")
         mod.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=is_pkg)
         if is_pkg:
             mod.__path__ = []

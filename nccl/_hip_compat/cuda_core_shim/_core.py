@@ -66,6 +66,10 @@ class Stream(_Strict):
     ``Device.default_stream`` or ``Stream.from_handle(handle)``."""
 
     __slots__ = ("_handle", "_owner", "_device_id", "_finalizer", "__weakref__")
+    _handle: int
+    _owner: Any
+    _device_id: int | None
+    _finalizer: weakref.finalize | None
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError("Stream objects cannot be instantiated directly. "
@@ -220,6 +224,10 @@ class Buffer(_Strict):
     """``size`` bytes at ``handle``, owned through a :class:`MemoryResource`."""
 
     __slots__ = ("_ptr", "_size", "_mr", "_finalizer", "__weakref__")
+    _ptr: int
+    _size: int
+    _mr: Any
+    _finalizer: weakref.finalize | None
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError("Buffer objects cannot be instantiated directly. "
@@ -336,6 +344,8 @@ class Device(_Strict):
     ``Device(i)`` device ``i``.  Instances are unique per thread and id."""
 
     __slots__ = ("_id", "_mr")
+    _id: int
+    _mr: Any
 
     def __new__(cls, device_id: int | None = None):
         if device_id is None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from nccl import _nccl
+from nccl import _dtypes, _nccl
 from nccl import _runtime as _rt
+from nccl._errors import NcclInvalid
 
 from ._core import SHIM_NOTE
 
@@ -19,12 +20,6 @@ __all__ = ["StridedMemoryView", "args_viewable_as_strided_memory"]
 
 # DLPack device types that a view accepts, and whether they are device memory
 _DEVICE_TYPES = {1: False, 2: True, 3: False, 10: True, 11: False, 13: True}
-
-# ncclDataType_t -> NumPy dtype name
-_NP_NAMES = {0: "int8", 1: "uint8", 2: "int32", 3: "uint32", 4: "int64", 5: "uint64",
-             6: "float16", 7: "float32", 8: "float64", 9: "bfloat16", 10: "float8_e4m3fn",
-             11: "float8_e5m2"}
-
 
 class StridedMemoryView:
     """A view of an array-like object: ``ptr``, ``shape``, ``strides``,
@@ -37,7 +32,8 @@ class StridedMemoryView:
     def __init__(self, obj: Any = None, stream_ptr: int | None = None):
         self.exporting_obj = obj
         if obj is None:
-            self.ptr, self.shape, self.strides, self._nccl_dtype = 0, (), None, None
+            self.ptr, self.strides, self._nccl_dtype = 0, None, None
+            self.shape: tuple[int, ...] = ()
             self._dtype, self.device_id, self.is_device_accessible = None, -1, False
             self.readonly = False
             return
@@ -74,17 +70,11 @@ class StridedMemoryView:
     def dtype(self):
         """The element type as a NumPy dtype (bfloat16/float8 need ml_dtypes)."""
         if self._dtype is None and self._nccl_dtype is not None:
-            import numpy as np
-
-            name = _NP_NAMES[self._nccl_dtype]
-            if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-                try:
-                    import ml_dtypes
-                except ImportError:
-                    raise NotImplementedError(f"{name} views need ml_dtypes") from None
-                self._dtype = np.dtype(getattr(ml_dtypes, name))
-            else:
-                self._dtype = np.dtype(name)
+            try:
+                self._dtype = _dtypes.numpy_dtype(self._nccl_dtype)
+            except NcclInvalid:
+                name = _dtypes.NAMES[self._nccl_dtype]
+                raise NotImplementedError(f"{name} views need ml_dtypes") from None
         return self._dtype
 
     def __getattr__(self, name: str):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nccl import _dtypes
 from nccl._errors import NcclInvalid
 
 from ..typing import NcclDataType
@@ -19,16 +20,10 @@ def _torch():
 
 
 def _dtype_map(torch) -> dict:
-    m = {torch.float16: NcclDataType.FLOAT16, torch.float32: NcclDataType.FLOAT32,
-         torch.float64: NcclDataType.FLOAT64, torch.bfloat16: NcclDataType.BFLOAT16,
-         torch.int8: NcclDataType.INT8, torch.int32: NcclDataType.INT32,
-         torch.int64: NcclDataType.INT64, torch.uint8: NcclDataType.UINT8,
-         torch.bool: NcclDataType.UINT8}
-    for name, dt in (("float8_e4m3fn", NcclDataType.FLOAT8E4M3),
-                     ("float8_e5m2", NcclDataType.FLOAT8E5M2),
-                     ("uint32", NcclDataType.UINT32), ("uint64", NcclDataType.UINT64)):
-        if hasattr(torch, name):
-            m[getattr(torch, name)] = dt
+    """torch dtype -> NcclDataType, for every data type this torch has."""
+    m = {getattr(torch, name): NcclDataType(value) for value, name in _dtypes.NAMES.items()
+         if hasattr(torch, name)}
+    m[torch.bool] = NcclDataType(_dtypes.BOOL_AS)
     return m
 
 

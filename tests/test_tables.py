@@ -1,0 +1,163 @@
+"""The data-type and struct tables (src/dtypes.def, src/structs.def): the
+generated parts are current, and C and Python agree with every line."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gen_types
+import nccl.bindings as b
+import nccl.core as nc
+from conftest import ROOT, host_available
+from host_ranks import run_ranks
+from nccl import _dtypes, _nccl
+from nccl._errors import NcclInvalid
+
+DTYPES, BOOL_AS = gen_types.parse_dtypes()
+STRUCTS = gen_types.parse_structs()
+
+
+def test_generated_parts_are_current():
+    p = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_types.py"), "--check"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+def test_check_mode_finds_a_stale_block(tmp_path):
+    root = tmp_path / "tree"
+    inputs = [ROOT / "src" / name for name in ("dtypes.def", "structs.def", "collectives.def")]
+    for path in [*inputs, *gen_types.generated(ROOT)]:
+        rel = path.relative_to(ROOT)
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(path.read_text())
+    assert all((root / p.relative_to(ROOT)).read_text() == text
+               for p, text in gen_types.generated(ROOT).items())
+    table = root / "src" / "dtypes.def"
+    table.write_text(table.read_text().replace("N4P_DTYPE_ALIAS(Double, Float64)\n", ""))
+    stale = {p.relative_to(root).as_posix() for p, text in gen_types.generated(root).items()
+             if p.read_text() != text}
+    assert stale == {"nccl/_enums.py", "nccl/core/typing.py"}
+
+
+@pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
+def test_every_data_type_reaches_c_and_python(t):
+    assert b.DataType[t.name] == t.value
+    assert nc.NcclDataType[t.name.upper()] == t.value
+    for alias in t.aliases:
+        assert b.DataType[alias] == t.value and getattr(nc, alias.upper()) == t.value
+    dt = nc.NcclDataType(t.value)
+    assert dt.itemsize == t.size and _dtypes.nccl_dtype(t.array_name) == t.value
+    # the C core: an explicit spec over raw bytes takes the table's size
+    raw = np.zeros(8 * t.size, np.uint8)
+    assert _nccl.resolve_buffer((raw, 8, t.value), "x", False)[1:3] == (8, t.value)
+    with pytest.raises(NcclInvalid, match="exceeds"):
+        _nccl.resolve_buffer((raw, 9, t.value), "x", False)
+    # and an array of the type resolves to it, with its array name in messages
+    if not t.builtin:
+        pytest.importorskip("ml_dtypes")
+    arr = np.zeros(3, dt.numpy_dtype)
+    assert _nccl.resolve_buffer(arr, "x", False)[1:3] == (3, t.value)
+    with pytest.raises(NcclInvalid, match=f"the buffer's 3 {t.array_name} elements"):
+        _nccl.resolve_buffer((arr, 4), "x", False)
+
+
+def test_bool_and_the_list_of_supported_types():
+    assert _nccl.resolve_buffer(np.zeros(2, np.bool_), "x", False)[2] == BOOL_AS
+    names = ", ".join(t.array_name for t in DTYPES)
+    assert _dtypes.SUPPORTED.startswith(names)
+    with pytest.raises(NcclInvalid) as ei:
+        _nccl.resolve_buffer(np.zeros(2, np.complex64), "x", False)
+    assert f"NCCL supports: {_dtypes.SUPPORTED}" in str(ei.value)
+    assert len(b.DataType) == len(DTYPES) + 1  # and NumTypes
+
+
+@pytest.mark.parametrize("s", STRUCTS, ids=lambda s: s.pyname)
+def test_every_struct_field_reaches_c(s):
+    size, fields = _nccl._struct_layouts()[s.pyname]
+    if s.size is not None:
+        assert size == s.size
+    assert [(f, off) for f, off, _ in fields] == [(f.pyname, f.offset) for f in s.fields]
+    obj = getattr(b, s.pyname)()
+    for f in s.fields:
+        getattr(obj, f.pyname)
+
+
+def test_core_uses_the_field_table():
+    config = gen_types._struct(STRUCTS, "Config")
+    assert set(nc.NCCLConfig.FIELDS) == {f.pyname for f in config.fields if f.api != "-"}
+    props = [f.pyname for f in gen_types._struct(STRUCTS, "CommProperties").fields
+             if f.api == "PROP"]
+    assert all(isinstance(getattr(nc.Communicator, p), property) for p in props)
+    d = nc.WaitSignalDesc(peer=3, op_count=2, signal_index=1, context=5)._lowpp
+    assert (d.peer, d.op_cnt, d.sig_idx, d.ctx) == (3, 2, 1, 5)
+
+
+def test_pyi_struct_classes_render_every_field():
+    tree = ast.parse(gen_types.render_pyi_structs())
+    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
+    assert set(classes) == {s.pyname for s in STRUCTS}
+    for s in STRUCTS:
+        names = set()
+        for node in classes[s.pyname].body:
+            if isinstance(node, ast.AnnAssign):
+                names.add(node.target.id)
+            elif isinstance(node, ast.FunctionDef):
+                names.add(node.name)
+        assert names == {f for f, _, _ in _nccl._struct_layouts()[s.pyname][1]}
+
+
+COLLS, RULES = gen_types.parse_collectives()
+
+
+@pytest.mark.parametrize("c", COLLS, ids=lambda c: c.method)
+def test_every_call_has_its_signature_and_docstring(c):
+    import inspect
+
+    fn = getattr(nc.Communicator, c.method)
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    assert [p.name for p in params] == [a.keyword for a in c.args]
+    for i, p in enumerate(params):
+        assert (p.default is inspect.Parameter.empty) == (i < c.required), p
+        want = (inspect.Parameter.POSITIONAL_OR_KEYWORD if i < c.positional
+                else inspect.Parameter.KEYWORD_ONLY)
+        assert p.kind == want, p
+    doc = fn.__doc__
+    assert doc.startswith(c.summary[:40]) and "Raises:" in doc and "NcclInvalid" in doc
+    assert all(f"    {a.keyword}: " in doc for a in c.args)
+    assert c.example.splitlines()[0] in doc
+
+
+def test_every_c_method_has_a_signature():
+    import inspect
+
+    base = _nccl._CommunicatorBase
+    names = [n for n, v in vars(base).items() if callable(v) and not n.startswith("__")]
+    assert len(names) >= len(COLLS) + 5
+    for n in names:
+        inspect.signature(getattr(base, n))
+        assert getattr(base, n).__doc__.strip(), n
+
+
+def test_pyi_methods_render_the_table():
+    tree = ast.parse("class C:\n" + gen_types.render_pyi_communicator())
+    methods = {f.name: f for f in tree.body[0].body}
+    assert list(methods) == [c.method for c in COLLS]
+    for c in COLLS:
+        a = methods[c.method].args
+        assert [x.arg for x in a.args[1:] + a.kwonlyargs] == [x.keyword for x in c.args]
+
+
+@pytest.mark.skipif(not host_available(), reason="host backend not built")
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_docstring_examples_run(tmp_path, nranks):
+    code = ["import numpy, nccl.core"]
+    for c in COLLS:
+        body = c.example.replace("\n", "\n    ")
+        code += [f"def example_{c.method}():", f"    {body}", f"example_{c.method}()"]
+    code.append("report(ok=True)")
+    reports = run_ranks(tmp_path, "\n".join(code) + "\n", nranks)
+    assert all(r["ok"] for r in reports)

@@ -1,0 +1,573 @@
+#!/usr/bin/env python3
+"""Derive the Python side of the data-type, struct and collective tables.
+
+    python tools/gen_types.py            # rewrite the generated parts (checked in)
+    python tools/gen_types.py --check    # exit 1 when one of them is stale
+
+The tables are X-macro files that the C code includes directly:
+
+    src/dtypes.def       the NCCL data types (value, size, array name, DLPack
+                         code, NumPy typestr kind, host reduction kernel)
+    src/structs.def      the structs and their fields (C type, offset,
+                         initial value, how nccl.core exposes each field)
+    src/collectives.def  the collectives and point-to-point calls of
+                         nccl.core.Communicator (arguments, count rule,
+                         library functions) and their documentation
+
+How a fact flows:
+
+* A data type is one N4P_DTYPE line.  C: nccl_api.h makes the enum of it,
+  buffer.c its size, name and the array codes that map to it, communicator.c
+  its name in messages, host/dtypes.c and host/reduce.c its size, name and
+  kernel.  Python (the blocks below, between "generated" markers):
+  nccl/_enums.py DataType, nccl/_dtypes.py TABLE (names, sizes, the parser of
+  dtype arguments), nccl/core/typing.py NcclDataType and its constants.
+* A struct field is one N4P_FIELD line.  C: nccl_api.h declares the struct
+  and checks every offset and size at compile time; structs.c builds the
+  accessor, initial value and layout of each field.  Python:
+  nccl/core/config.py (checks of NCCLConfig, the fields of
+  NCCLDevCommRequirements and WaitSignalDesc), nccl/core/communicator.py (the
+  properties read from ncclCommProperties_t), and nccl/_nccl.pyi (the
+  struct classes, from render_pyi_structs()).
+* A collective is one N4P_COLL line (and its N4P_COLL_DOC line).  C:
+  communicator.c parses, checks, calls and keeps alive every call from its
+  descriptor; src/coll_docs.h (written here) holds each method's docstring
+  with its text signature; render_pyi_communicator() gives its stub in
+  nccl/_nccl.pyi.
+
+Only the standard library is used, so setup.py and the tests can run it.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+PKG = ROOT / "nccl"
+SELF = "tools/gen_types.py"
+
+# ----------------------------------------------------------------- parsing
+
+
+def _split_args(text: str) -> list[str]:
+    """Split a macro's arguments at the commas outside parentheses and strings."""
+    args, depth, cur, quote = [], 0, [], ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            cur.append(ch)
+            if ch == "\\":
+                cur.append(text[i + 1])
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+            cur.append(ch)
+        elif ch == "(":
+            depth += 1
+            cur.append(ch)
+        elif ch == ")":
+            depth -= 1
+            cur.append(ch)
+        elif ch == "," and depth == 0:
+            args.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    args.append("".join(cur).strip())
+    return args
+
+
+def macro_calls(path: Path) -> list[tuple[str, list[str]]]:
+    """The (macro, arguments) of every table line of an X-macro file."""
+    text = re.sub(r"/\*.*?\*/", " ", path.read_text(), flags=re.S)
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    calls = []
+    pos = 0
+    pattern = re.compile(r"\b(N4P_[A-Z_]+)\s*\(")
+    while (m := pattern.search(text, pos)) is not None:
+        depth, i, quote = 1, m.end(), ""
+        while depth:
+            ch = text[i]
+            if quote:
+                if ch == "\\":
+                    i += 1
+                elif ch == quote:
+                    quote = ""
+            elif ch in "\"'":
+                quote = ch
+            elif ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+            i += 1
+        calls.append((m.group(1), _split_args(text[m.end():i - 1])))
+        pos = i
+    return calls
+
+
+def c_string(arg: str) -> str:
+    """The value of a C string literal (adjacent literals concatenated)."""
+    parts = re.findall(r'"((?:[^"\\]|\\.)*)"', arg)
+    if not parts:
+        raise ValueError(f"not a string literal: {arg}")
+    return "".join(parts).encode().decode("unicode_escape")
+
+
+# --------------------------------------------------------------- data types
+
+
+# DLPack codes of the element types NumPy has built in (the others come from ml_dtypes)
+NUMPY_CODES = ("N4P_DL_INT", "N4P_DL_UINT", "N4P_DL_FLOAT")
+
+
+@dataclass
+class DType:
+    name: str        # enum member: ncclName, DataType.Name, NcclDataType.NAME
+    value: int
+    size: int
+    array_name: str  # NumPy / ml_dtypes / torch name
+    builtin: bool    # a NumPy built-in type (else ml_dtypes provides it)
+    aliases: list[str] = field(default_factory=list)
+
+
+def parse_dtypes(path: Path = SRC / "dtypes.def") -> tuple[list[DType], int]:
+    """The data types in value order, and the value arrays of bool travel as."""
+    types: dict[str, DType] = {}
+    bool_as = None
+    for macro, a in macro_calls(path):
+        if macro == "N4P_DTYPE":
+            name, value, size, array_name, dl_code, _kernel = a
+            types[name] = DType(name, int(value), int(size), array_name, dl_code in NUMPY_CODES)
+        elif macro == "N4P_DTYPE_ALIAS":
+            types[a[1]].aliases.append(a[0])
+        elif macro == "N4P_BOOL_AS":
+            bool_as = types[a[0]].value
+    out = sorted(types.values(), key=lambda t: t.value)
+    if [t.value for t in out] != list(range(len(out))) or bool_as is None:
+        raise SystemExit(f"{path}: values must be 0..n-1 and N4P_BOOL_AS given")
+    return out, bool_as
+
+
+def gen_enum_members(types: list[DType], upper: bool) -> list[str]:
+    lines = []
+    for t in types:
+        for n in [t.name, *t.aliases]:
+            lines.append(f"{n.upper() if upper else n} = {t.value}")
+    return lines
+
+
+def gen_dtype_table(types: list[DType], bool_as: int) -> list[str]:
+    lines = ["# (enum member, value, bytes per element, array name, a NumPy built-in type)",
+             "TABLE: tuple[tuple[str, int, int, str, bool], ...] = ("]
+    lines += [f'    ("{t.name}", {t.value}, {t.size}, "{t.array_name}", {t.builtin}),' for t in types]
+    lines += [")", f"BOOL_AS = {bool_as}  # arrays of bool travel as this type"]
+    return lines
+
+
+def gen_dtype_constants(types: list[DType]) -> list[str]:
+    lines = []
+    names = []
+    for t in types:
+        group = [n.upper() for n in [t.name, *t.aliases]]
+        names += group
+        lines.append(" = ".join(group) + f" = NcclDataType.{t.name.upper()}")
+    lines += _wrap("__all__ += [", [f'"{n}"' for n in names], "]")
+    return lines
+
+
+# ------------------------------------------------------------------ structs
+
+# field kind -> (Python type of the stub, getter conversion of nccl.core)
+KINDS = {"SIZE": "int", "U32": "int", "I32": "int", "U8": "int", "F32": "float",
+         "CSTR": "str", "PTR": "int"}
+# C enum types of fields -> the nccl.core enum a property returns
+ENUMS = {"ncclGinType_t": "decode_gin_type"}  # the decoder of each enum field
+
+
+@dataclass
+class Field:
+    ctype: str
+    cname: str
+    pyname: str
+    kind: str
+    offset: int
+    api: str      # "-", "BOOL", "STR", "INT(lo, hi)", "INDEX", "ARG(name[, default])", "PROP"
+
+    @property
+    def api_kind(self) -> str:
+        return self.api.split("(", 1)[0]
+
+    @property
+    def api_args(self) -> list[str]:
+        inner = self.api.partition("(")[2].rstrip(")")
+        return [x.strip() for x in inner.split(",")] if inner else []
+
+
+@dataclass
+class Struct:
+    ctype: str
+    pyname: str
+    kind: str
+    picklable: bool
+    fields: list[Field] = field(default_factory=list)
+    size: int | None = None  # None: opaque (no fields)
+
+
+def parse_structs(path: Path = SRC / "structs.def") -> list[Struct]:
+    structs: list[Struct] = []
+    for macro, a in macro_calls(path):
+        if macro in ("N4P_STRUCT", "N4P_OPAQUE"):
+            structs.append(Struct(a[0], a[1], a[2], a[3] == "1"))
+        elif macro == "N4P_FIELD":
+            t, ctype, cname, pyname, kind, offset, _initial, api = a
+            if t != structs[-1].ctype or kind not in KINDS:
+                raise SystemExit(f"{path}: bad field {a}")
+            structs[-1].fields.append(Field(ctype, cname, pyname, kind, int(offset), api))
+        elif macro == "N4P_STRUCT_END":
+            structs[-1].size = int(a[1])
+    return structs
+
+
+def _wrap(head: str, items: list[str], tail: str, width: int = 99) -> list[str]:
+    """head + comma-separated items + tail, wrapped under the opening bracket."""
+    lines, cur = [], head
+    pad = " " * len(head)
+    for i, item in enumerate(items):
+        piece = item + (", " if i < len(items) - 1 else tail)
+        if len(cur) + len(piece.rstrip()) > width and cur.strip():
+            lines.append(cur.rstrip())
+            cur = pad
+        cur += piece
+    return lines + [cur]
+
+
+def _struct(structs: list[Struct], pyname: str) -> Struct:
+    return next(s for s in structs if s.pyname == pyname)
+
+
+def gen_config_fields(structs: list[Struct]) -> list[str]:
+    lines = ["# NCCLConfig: field -> check (\"bool\",), (\"str\",) or (\"int\", lo, hi) (None: no bound)",
+             "_CONFIG_CHECKS: dict[str, tuple[Any, ...]] = {"]
+    for f in _struct(structs, "Config").fields:
+        if f.api_kind == "BOOL":
+            lines.append(f'    "{f.pyname}": ("bool",),')
+        elif f.api_kind == "STR":
+            lines.append(f'    "{f.pyname}": ("str",),')
+        elif f.api_kind == "INT":
+            lo, hi = (None if x == "-" else int(x) for x in f.api_args)
+            lines.append(f'    "{f.pyname}": ("int", {lo}, {hi}),')
+    lines.append("}")
+    dev = [f.pyname for f in _struct(structs, "DevCommRequirements").fields if f.api_kind == "INDEX"]
+    lines.append("# NCCLDevCommRequirements: the fields it sets (the struct checks each range)")
+    lines += _wrap("_DEV_FIELDS = (", [f'"{n}"' for n in dev], ")")
+    args = [(f.api_args[0], f.pyname) for f in _struct(structs, "WaitSignalDesc").fields]
+    lines.append("# WaitSignalDesc: (its field, the ncclWaitSignalDesc_t field)")
+    lines += _wrap("_WAIT_SIGNAL_FIELDS = (", [f'("{a}", "{c}")' for a, c in args], ")")
+    return lines
+
+
+def gen_wait_signal_fields(structs: list[Struct]) -> list[str]:
+    fields = _struct(structs, "WaitSignalDesc").fields
+    ordered = [f for f in fields if len(f.api_args) == 1] + [f for f in fields if len(f.api_args) == 2]
+    return [f"{f.api_args[0]}: int" + (f" = {f.api_args[1]}" if len(f.api_args) == 2 else "")
+            for f in ordered]
+
+
+def gen_comm_properties(structs: list[Struct]) -> list[str]:
+    lines = []
+    for f in _struct(structs, "CommProperties").fields:
+        if f.api_kind != "PROP":
+            continue
+        get = f"self._properties().{f.pyname}"
+        if f.kind == "U8":
+            get = f"bool({get})"
+        elif f.ctype in ENUMS:
+            get = f"{ENUMS[f.ctype]}({get})"
+        lines.append(f"{f.pyname} = property(lambda self: {get})")
+    return lines
+
+
+def _pyi_field(f: Field) -> list[str]:
+    note = f"  # {f.ctype} {f.cname}, offset {f.offset}"
+    if f.kind == "CSTR":
+        return ["@property",
+                f"def {f.pyname}(self) -> str: ...{note}",
+                f"@{f.pyname}.setter",
+                f"def {f.pyname}(self, value: str | None) -> None: ..."]
+    return [f"{f.pyname}: {KINDS[f.kind]}{note}"]
+
+
+def render_pyi_structs(structs: list[Struct] | None = None) -> str:
+    """The struct classes of nccl/_nccl.pyi (they derive from its _Struct)."""
+    out = []
+    for s in structs if structs is not None else parse_structs():
+        size = f"{s.size} bytes" if s.size is not None else "opaque bytes"
+        out.append(f"class {s.pyname}(_Struct):")
+        out.append(f'    """``{s.ctype}`` ({size})."""')
+        if s.fields:
+            out.append("")
+        for f in s.fields:
+            out += ["    " + line for line in _pyi_field(f)]
+        out.append("")
+    return "\n".join(out)
+
+
+# -------------------------------------------------------------- collectives
+
+
+@dataclass
+class Arg:
+    role: str
+    keyword: str
+    pytype: str
+    doc: str
+
+
+@dataclass
+class Coll:
+    method: str
+    rule: str
+    fn: str
+    fn_all: str
+    required: int
+    positional: int
+    args: list[Arg]
+    summary: str = ""
+    example: str = ""
+
+
+def parse_collectives(path: Path = SRC / "collectives.def") -> tuple[list[Coll], dict[str, str]]:
+    """The methods in table order, and the doc of each rule."""
+    args: dict[str, Arg] = {}
+    rules: dict[str, str] = {}
+    colls: dict[str, Coll] = {}
+    for macro, a in macro_calls(path):
+        if macro == "N4P_ARG":
+            args[a[0]] = Arg(a[0], a[1], c_string(a[2]), c_string(a[3]))
+        elif macro == "N4P_RULE":
+            rules[a[0]] = c_string(a[1])
+        elif macro == "N4P_COLL":
+            roles = [r.strip() for r in a[6].strip("()").split(",")]
+            colls[a[0]] = Coll(a[0], a[1], a[2], a[3], int(a[4]), int(a[5]),
+                               [args[r] for r in roles])
+        elif macro == "N4P_COLL_DOC":
+            colls[a[0]].summary, colls[a[0]].example = c_string(a[1]), c_string(a[2])
+    missing = [c.method for c in colls.values() if not c.summary]
+    if missing:
+        raise SystemExit(f"{path}: no N4P_COLL_DOC for {missing}")
+    return list(colls.values()), rules
+
+
+def text_signature(c: Coll, self_: str = "$self") -> str:
+    parts = [self_, "/"] if self_ else []
+    for i, a in enumerate(c.args):
+        if i == c.positional:
+            parts.append("*")
+        parts.append(a.keyword if i < c.required else f"{a.keyword}=None")
+    return f"{c.method}({', '.join(parts)})"
+
+
+def _rccl_only() -> set[str]:
+    sys.path.insert(0, str(ROOT / "tools"))
+    import gen_api
+
+    return {e.name for e in gen_api.parse_table() if e.since == "rccl"}
+
+
+def _para(text: str, indent: str = "", hang: str = "") -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, 79, initial_indent=indent, subsequent_indent=hang or indent)
+
+
+def _raises_para(text: str) -> list[str]:
+    return _para(text, "    ", "        ")
+
+
+# The causes every call shares; a method's own causes follow on their own lines.
+INVALID = ("NcclInvalid: a buffer not contiguous in row-major order, read-only where written, "
+           "of another dtype, too small, or in memory the communicator does not work on; "
+           "send and receive buffers that overlap without being the in-place form; a null "
+           "communicator, one in use by another thread, or the parent's in a fork() child.")
+TYPEERR = ("TypeError: an argument missing, unknown or given twice; a buffer that is not an "
+           "array; a stream of no known kind.")
+NCCLERR = "NCCLError: the library's error, with its message."
+
+
+def doc_pieces(c: Coll, rules: dict[str, str], rccl_only: set[str]) -> list[str | list[str]]:
+    """A method's docstring as lines of its own (lists) and the names of the
+    paragraphs it shares with others (strings: an argument's role, a rule,
+    RAISES)."""
+    roles = {a.role for a in c.args}
+    pieces: list[str | list[str]] = [[text_signature(c), "--", ""] + _para(c.summary)
+                                     + ["", "Arguments:"]]
+    pieces += [a.role for a in c.args]
+    pieces += [c.rule, "RAISES"]
+    own = []
+    if roles & {"A_ROOT", "A_ROOT_ANY", "A_PEER"}:
+        own.append(f"NcclInvalid: a {'peer' if 'A_PEER' in roles else 'root'} out of range.")
+    if "A_SCOUNTS" in roles:
+        own.append("NcclInvalid: counts and displacements that are not one int per rank or "
+                   "exceed their buffer.")
+    ints = [a.keyword for a in c.args if a.role in ("A_OP", "A_ROOT", "A_ROOT_ANY", "A_PEER")]
+    if ints:
+        own.append(f"TypeError: {' or '.join(ints)} not an integer.")
+    if c.fn in rccl_only:
+        own.append(f"FunctionNotFoundError: the library has no {c.fn} (NCCL).")
+    lines = [line for text in own for line in _raises_para(text)]
+    pieces.append(lines + ["", "Example (every rank of comm runs it):"]
+                  + ["    " + line for line in c.example.splitlines()])
+    return pieces
+
+
+def shared_doc_parts(colls: list[Coll], rules: dict[str, str]) -> dict[str, list[str]]:
+    """The paragraphs several docstrings share, by name."""
+    parts = {}
+    for c in colls:
+        for a in c.args:
+            parts[a.role] = _para(f"{a.keyword}: {a.doc}.", "    ", "        ")
+    for rule, text in rules.items():
+        parts[rule] = [""] + _para("Buffers: " + text)
+    parts["RAISES"] = ["", "Raises:"] + [line for t in (INVALID, TYPEERR, NCCLERR) for line in _raises_para(t)]
+    return parts
+
+
+def docstring(c: Coll, rules: dict[str, str], rccl_only: set[str]) -> str:
+    parts = shared_doc_parts([c], rules)
+    return "\n".join(line for p in doc_pieces(c, rules, rccl_only)
+                     for line in (parts[p] if isinstance(p, str) else p))
+
+
+def _c_lines(lines: list[str]) -> list[str]:
+    """C string literals of lines, each ending in a newline."""
+    return ['    "' + line.replace("\\", "\\\\").replace('"', '\\"') + '\\n"'
+            for line in lines]
+
+
+def gen_coll_docs(colls: list[Coll], rules: dict[str, str], rccl_only: set[str]) -> str:
+    out = ["/* Generated by tools/gen_types.py from src/collectives.def.  Do not edit. */",
+           "/* The docstrings (with text signatures) of Communicator's calls: N4P_DOC_<method>,",
+           " * made of each method's own lines and the paragraphs N4P_DOCPART_<name> they share. */",
+           "#ifndef NCCL4PY_COLL_DOCS_H", "#define NCCL4PY_COLL_DOCS_H", ""]
+    for name, lines in shared_doc_parts(colls, rules).items():
+        out += [f"#define N4P_DOCPART_{name} \\", " \\\n".join(_c_lines(lines)), ""]
+    for c in colls:
+        body: list[str] = []
+        shared = False  # the last line names shared paragraphs (one line holds several)
+        for p in doc_pieces(c, rules, rccl_only):
+            if isinstance(p, list):
+                body += _c_lines(p)
+            elif shared and len(body[-1]) + len(p) < 85:
+                body[-1] += f" N4P_DOCPART_{p}"
+            else:
+                body.append(f"    N4P_DOCPART_{p}")
+            shared = isinstance(p, str)
+        body[-1] = body[-1][:-3] + '"'  # no newline after the last line
+        out += [f"#define N4P_DOC_{c.method} \\", " \\\n".join(body), ""]
+    out += ["#endif /* NCCL4PY_COLL_DOCS_H */", ""]
+    return "\n".join(out)
+
+
+def render_pyi_communicator(colls: list[Coll] | None = None) -> str:
+    """The collective and point-to-point methods of _CommunicatorBase in
+    nccl/_nccl.pyi (indented for the class body)."""
+    out = []
+    for c in colls if colls is not None else parse_collectives()[0]:
+        params = ["self"]
+        for i, a in enumerate(c.args):
+            if i == c.positional:
+                params.append("*")
+            params.append(f"{a.keyword}: {a.pytype}" + ("" if i < c.required else " = None"))
+        out += _wrap(f"    def {c.method}(", params, ") -> None: ...")
+    return "\n".join(out) + "\n"
+
+
+# -------------------------------------------------------- generated blocks
+
+BEGIN = re.compile(r"^(?P<indent>[ \t]*)# --- generated by tools/gen_types\.py: (?P<name>[\w ]+) ---$")
+
+
+def _end(name: str) -> str:
+    return f"# --- end of generated {name} ---"
+
+
+def replace_blocks(text: str, blocks: dict[str, list[str]], path: Path) -> str:
+    """text with the body of every generated block replaced."""
+    lines = text.splitlines(keepends=True)
+    out, i, seen = [], 0, set()
+    while i < len(lines):
+        out.append(lines[i])
+        m = BEGIN.match(lines[i].rstrip("\n"))
+        i += 1
+        if not m:
+            continue
+        name, indent = m.group("name"), m.group("indent")
+        if name not in blocks:
+            raise SystemExit(f"{path}: unknown generated block {name!r}")
+        while i < len(lines) and lines[i].strip() != _end(name):
+            i += 1
+        if i == len(lines):
+            raise SystemExit(f"{path}: generated block {name!r} has no end marker")
+        out += [(indent + b).rstrip() + "\n" for b in blocks[name]]
+        out.append(lines[i])
+        i += 1
+        seen.add(name)
+    missing = set(blocks) - seen
+    if missing:
+        raise SystemExit(f"{path}: missing generated blocks {sorted(missing)}")
+    return "".join(out)
+
+
+def generated(root: Path = ROOT) -> dict[Path, str]:
+    """Every generated file (or file with generated blocks) and its content."""
+    types, bool_as = parse_dtypes(root / "src" / "dtypes.def")
+    structs = parse_structs(root / "src" / "structs.def")
+    colls, rules = parse_collectives(root / "src" / "collectives.def")
+    blocks = {
+        "nccl/_enums.py": {"DataType": gen_enum_members(types, upper=False)
+                           + [f"NumTypes = {len(types)}"]},
+        "nccl/_dtypes.py": {"data types": gen_dtype_table(types, bool_as)},
+        "nccl/core/typing.py": {"NcclDataType": gen_enum_members(types, upper=True),
+                                "constants": gen_dtype_constants(types)},
+        "nccl/core/config.py": {"fields": gen_config_fields(structs),
+                                "WaitSignalDesc": gen_wait_signal_fields(structs)},
+        "nccl/core/communicator.py": {"properties": gen_comm_properties(structs)},
+        # the type stubs: tools/gen_api.py owns the functions' part of the same file
+        "nccl/_nccl.pyi": {"struct classes": render_pyi_structs(structs).splitlines(),
+                           "collective methods": [
+                               line[4:] for line in render_pyi_communicator(colls).splitlines()]},
+    }
+    out = {root / "src" / "coll_docs.h": gen_coll_docs(colls, rules, _rccl_only())}
+    for rel, b in blocks.items():
+        path = root / rel
+        out[path] = replace_blocks(path.read_text(), b, path)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="exit 1 if a generated part is stale")
+    ns = ap.parse_args(argv)
+    stale = []
+    for path, text in generated().items():
+        if not path.exists() or path.read_text() != text:
+            stale.append(path.relative_to(ROOT))
+            if not ns.check:
+                path.write_text(text)
+    if ns.check and stale:
+        print(f"stale (run {SELF}): " + ", ".join(map(str, stale)), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
