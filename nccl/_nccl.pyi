@@ -10,7 +10,7 @@ The struct classes and Communicator's collective methods are written by
 tools/gen_types.py from src/structs.def and src/collectives.def (the blocks
 between its marker lines).
 """
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol, overload
 
 from typing_extensions import Buffer, Self
@@ -130,6 +130,38 @@ class DevCommRequirements(_Struct):
 
 class DevComm(_Struct):
     """``ncclDevComm_t`` (opaque bytes)."""
+
+class Team(_Struct):
+    """``ncclTeam_t`` (12 bytes)."""
+
+    n_ranks: int  # int nRanks, offset 0
+    rank: int  # int rank, offset 4
+    stride: int  # int stride, offset 8
+
+class MultimemHandle(_Struct):
+    """``ncclMultimemHandle_t`` (8 bytes)."""
+
+    mc_base_ptr: int  # void * mcBasePtr, offset 0
+
+class CollConfig(_Struct):
+    """``ncclCollConfig_t`` (72 bytes)."""
+
+    size_: int  # size_t size, offset 0
+    magic: int  # unsigned int magic, offset 8
+    version: int  # unsigned int version, offset 12
+    ext: int  # void * ext, offset 16
+    min_ctas: int  # int minCTAs, offset 24
+    max_ctas: int  # int maxCTAs, offset 28
+    nvls_ctas: int  # int nvlsCTAs, offset 32
+    cga_cluster_size: int  # int cgaClusterSize, offset 36
+    @property
+    def alg_selection(self) -> str: ...  # const char * algSelection, offset 40
+    @alg_selection.setter
+    def alg_selection(self, value: str | None) -> None: ...
+    force_alg_selection: int  # int forceAlgSelection, offset 48
+    cta_policy: int  # int CTAPolicy, offset 52
+    user_profiler_tag: int  # uint64_t userProfilerTag, offset 56
+    launch_completion_event_handle: int  # void * launchCompletionEvent, offset 64
 # --- end of generated struct classes ---
 
 class PointerBox:
@@ -170,18 +202,6 @@ class Window:
     def __hash__(self) -> int: ...
     def __add__(self, other: int) -> int: ...
     def __sub__(self, other: int) -> int: ...
-
-class Team(tuple[int, int, int]):
-    """A team (ncclTeam_t by value): a named tuple until the struct table
-    declares it."""
-
-    def __new__(cls, iterable: Iterable[int]) -> Self: ...
-    @property
-    def n_ranks(self) -> int: ...
-    @property
-    def rank(self) -> int: ...
-    @property
-    def stride(self) -> int: ...
 
 class SupportsPtr(Protocol):
     """A struct object: its address as .ptr."""

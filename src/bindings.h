@@ -61,7 +61,6 @@ typedef struct {
     PyObject *dlpack_kwnames;      /* ("stream", "max_version") */
     PyObject *dlpack_max_version;  /* (1, 1) */
     PyObject *gpu_runtime_error;   /* gpu_runtime.c: GpuRuntimeError */
-    PyTypeObject *team_type;       /* team.c: Team */
 } n4p_state;
 
 static inline n4p_state *
@@ -435,6 +434,9 @@ extern PyMethodDef n4p_group_methods[];
 int n4p_init_structs(PyObject *mod, n4p_state *st);
 /* New owned, initialised struct object of the given kind. */
 PyObject *n4p_struct_new(n4p_state *st, int kind);
+/* A new struct object of the kind holding a copy of *src (a struct returned
+ * by value). */
+PyObject *n4p_struct_copy(n4p_state *st, int kind, const void *src);
 /* Pointer to the C struct inside an object of that kind, or NULL. */
 void *n4p_struct_ptr(n4p_state *st, int kind, PyObject *o);
 /* The C struct pointer for an argument: an object of that kind, an int
@@ -458,9 +460,7 @@ int n4p_handle_check(PyObject *o, enum n4p_handle_kind kind, const char *name);
  * inside a group it is also kept until the group ends (the library fills
  * the slot then). */
 PyObject *n4p_handle_result(PyObject *h);
-/* team.c: the Team type and a new Team holding t. */
-int n4p_init_team(PyObject *mod, n4p_state *st);
-PyObject *n4p_team_new(PyObject *mod, ncclTeam_t t);
+
 /* The kind of a handle object (subclasses included), or -1 for anything else. */
 int n4p_handle_kind_of(n4p_state *st, PyObject *o);
 int n4p_init_communicator(PyObject *mod, n4p_state *st);

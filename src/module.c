@@ -58,8 +58,7 @@ module_exec(PyObject *mod)
 {
     n4p_state *st = n4p_get_state(mod);
     if (n4p_init_errors(mod, st) < 0 || n4p_init_structs(mod, st) < 0 ||
-        n4p_init_pointer_box(mod, st) < 0 || n4p_init_handles(mod, st) < 0 ||
-        n4p_init_team(mod, st) < 0 || n4p_init_buffers(mod, st) < 0 ||
+        n4p_init_pointer_box(mod, st) < 0 || n4p_init_handles(mod, st) < 0 || n4p_init_buffers(mod, st) < 0 ||
         n4p_init_communicator(mod, st) < 0 || n4p_init_gpu_runtime(mod, st) < 0)
         return -1;
     if (PyModule_AddFunctions(mod, n4p_api_methods) < 0 ||
@@ -90,7 +89,6 @@ module_traverse(PyObject *mod, visitproc visit, void *arg)
     for (int k = 0; k < N4P_H_COUNT; k++)
         Py_VISIT(st->handle_types[k]);
     Py_VISIT(st->gpu_runtime_error);
-    Py_VISIT(st->team_type);
     return 0;
 }
 
@@ -120,7 +118,6 @@ module_clear(PyObject *mod)
     for (int k = 0; k < N4P_H_COUNT; k++)
         Py_CLEAR(st->handle_types[k]);
     Py_CLEAR(st->gpu_runtime_error);
-    Py_CLEAR(st->team_type);
     return 0;
 }
 

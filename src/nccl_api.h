@@ -21,6 +21,8 @@ extern "C" {
 #endif
 
 #define NCCL4PY_ABI_VERSION_CODE 23004 /* NCCL 2.30.4 */
+/* The version a new ncclCollConfig_t carries: its layout is NCCL 2.32.3's. */
+#define NCCL4PY_COLL_CONFIG_VERSION 23203
 
 #define NCCL_UNIQUE_ID_BYTES 128
 #define NCCL_CONFIG_UNDEF_INT INT_MIN

@@ -3,10 +3,10 @@
  * or return teams, per-call configs, parameter handles and device-resource
  * handles, as NCCL 2.32.3 lays them out on LP64.  Included by nccl_api.h.
  *
- * Only what the API table's prototypes need is declared: structs that are
- * passed by value (ncclTeam_t, ncclMultimemHandle_t) with their fields, the
- * others by tag (they are only passed by address).  The per-call config is
- * complete because the host backend reads it.
+ * The structs with Python classes (ncclTeam_t, ncclMultimemHandle_t,
+ * ncclCollConfig_t) come from structs.def; the others are declared by tag
+ * (they are only passed by address), except the vendor option a per-call
+ * config chains.
  */
 #ifndef NCCL4PY_NCCL_API_232_H
 #define NCCL4PY_NCCL_API_232_H
@@ -25,47 +25,21 @@ typedef struct ncclConfigExt {
     } val;
 } ncclConfigExt_t;
 
-/* Per-call collective config, tag ncclCollConfig_v23200: 72 bytes in 2.32
- * (64 in 2.31, without launchCompletionEvent). */
-typedef struct ncclCollConfig_v23200 {
-    size_t size;
-    unsigned int magic;
-    unsigned int version;
-    ncclConfigExt_t *ext;
-    int minCTAs;
-    int maxCTAs;
-    int nvlsCTAs;
-    int cgaClusterSize;
-    const char *algSelection;
-    int forceAlgSelection;
-    int CTAPolicy;
-    uint64_t userProfilerTag;
-    void *launchCompletionEvent; /* cudaEvent_t */
-} ncclCollConfig_t;
-
+/* NCCL_COLLCONFIG_INITIALIZER: what a new CollConfig holds (structs.def). */
 #define NCCL_COLLCONFIG_INITIALIZER                                                          \
     {                                                                                        \
-        sizeof(ncclCollConfig_t), NCCL_API_MAGIC, 23203, NCCL_CONFIG_UNDEF_PTR,              \
-            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,             \
-            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, 1, NCCL_CONFIG_UNDEF_INT, 0,       \
-            NCCL_CONFIG_UNDEF_PTR                                                            \
+        sizeof(ncclCollConfig_t), NCCL_API_MAGIC, NCCL4PY_COLL_CONFIG_VERSION,               \
+            NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,             \
+            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, 1,          \
+            NCCL_CONFIG_UNDEF_INT, 0, NCCL_CONFIG_UNDEF_PTR                                  \
     }
 
 /* Encryption of the library's TCP sockets (2.32), passed by address. */
 typedef struct ncclEncryptionConfig_v23200 ncclEncryptionConfig_t;
 
-/* A team: the ranks rank0 + i*stride for i in [0, nRanks) of the world,
- * where the caller is member `rank`.  12 bytes, passed and returned by
- * value.  `ncclTeam` is the C++ spelling some prototypes use. */
-typedef struct ncclTeam {
-    int nRanks, rank, stride;
-} ncclTeam_t;
-typedef struct ncclTeam ncclTeam;
-
-/* The multicast base of a team's window (8 bytes), passed by value. */
-typedef struct ncclMultimemHandle {
-    void *mcBasePtr;
-} ncclMultimemHandle_t;
+/* ncclTeam_t and ncclMultimemHandle_t (passed by value) are declared from
+ * structs.def; `ncclTeam` is the C++ spelling some prototypes use. */
+typedef ncclTeam_t ncclTeam;
 
 typedef enum {
     NCCL_CFT_TEAM_FLAT = 0,

@@ -61,3 +61,7 @@ def test_layouts_are_those_of_nccl_2_32_3(tmp_path):
     assert "ncclCollConfig_t 72 8" in out[0] and "ncclTeam_t 12 4" in out[0]
     assert "ncclMultimemHandle_t 8 8" in out[0]
     assert out[1] == out[0]
+    # a new CollConfig of the bindings holds NCCL_COLLCONFIG_INITIALIZER
+    import nccl.bindings as b
+
+    assert bytes(b.CollConfig()).hex() == out[0].strip().splitlines()[-1]

@@ -84,6 +84,10 @@ class CollConfig(ctypes.Structure):  # NCCL 2.32's ncclCollConfig_t, with .ptr
         return ctypes.addressof(self)
 
 
+def fields(team):
+    return [team.n_ranks, team.rank, team.stride]
+
+
 U = -2**31
 cfg = CollConfig(72, 0xCAFEBEEF, 23203, None, U, U, U, U, None, 1, U, 0, None)
 
@@ -94,6 +98,9 @@ y = np.zeros(8, np.float32)
 b.all_reduce_config(x.ctypes.data, y.ctypes.data, 8, b.DataType.Float32, b.RedOp.Sum, comm, 0,
                     cfg)
 g = np.zeros(8 * N, np.float32)
+coll = b.CollConfig()  # the bindings' struct: NCCL_COLLCONFIG_INITIALIZER's values
+coll.cta_policy = 0
+b.all_gather_config(x.ctypes.data, g.ctypes.data, 8, b.DataType.Float32, comm, 0, coll)
 b.all_gather_config(x.ctypes.data, g.ctypes.data, 8, b.DataType.Float32, comm, 0, cfg.ptr)
 b.broadcast_config(x.ctypes.data, y.ctypes.data, 8, b.DataType.Float32, 0, comm, 0, None)
 bcast = float(y[0])
@@ -121,8 +128,8 @@ except TypeError:
     refused = True
 report(total=float(g.reshape(N, 8)[:, 0].sum()), size=b.comm_count(comm),
        rank_=b.comm_user_rank(comm), sub_size=b.comm_count(sub), sub_total=summed(sub, b),
-       user_ok=user == buf.ctypes.data, bcast=bcast, world=list(world), lsa=list(lsa),
-       rail=list(rail), peer_world=b.team_rank_to_world(comm, world, peer),
+       user_ok=user == buf.ctypes.data, bcast=bcast, world=fields(world), lsa=fields(lsa),
+       rail=fields(rail), peer_world=b.team_rank_to_world(comm, world, peer),
        peer_lsa=b.team_rank_to_lsa(comm, (N, RANK, 1), peer), unknown=unknown,
        keys="NCCL4PY_HOST_SLOT_BYTES" in keys, slot_bytes=b.param_get_u64(h),
        slot_text=b.param_get_parameter("NCCL4PY_HOST_SLOT_BYTES"), refused=refused)

@@ -496,9 +496,8 @@ def _team_record(t) -> str:
 def _check_team(stub, name, *args, **kwargs):
     e = BY_PY[name]
     t = getattr(b, name)(*args, **kwargs)
-    assert isinstance(t, b.Team) and isinstance(t, tuple)
-    assert tuple(t) == (OUT_INT + idx(e), idx(e), 3)
-    assert (t.n_ranks, t.rank, t.stride) == tuple(t)
+    assert type(t) is b.Team
+    assert (t.n_ranks, t.rank, t.stride) == (OUT_INT + idx(e), idx(e), 3)
     return t
 
 
@@ -533,14 +532,21 @@ def case_team_cft_multimem(stub):
     assert last(stub) == f"ncclTeamCftMultimem comm=comm:{PTRS[4]:#x}"
 
 
+def _team(n_ranks, rank, stride):
+    t = b.Team()
+    t.n_ranks, t.rank, t.stride = n_ranks, rank, stride
+    return t
+
+
 def _team_args_forms():
     """Every accepted form of a team argument, with the record it gives."""
     import ctypes
 
     raw = (ctypes.c_int * 3)(8, -2, 2**31 - 1)
-    return [((8, 1, 2), "8,1,2"), (b.Team((16, 3, 4)), "16,3,4"),
+    team = _team(16, 3, 4)
+    return [((8, 1, 2), "8,1,2"), (team, "16,3,4"), (team.ptr, "16,3,4"),
             (_Obj(n_ranks=4, rank=-1, stride=7), "4,-1,7"),
-            (ctypes.addressof(raw), f"8,-2,{2**31 - 1}")], raw
+            (ctypes.addressof(raw), f"8,-2,{2**31 - 1}")], (raw, team)
 
 
 def _rank_conv(stub, name):
@@ -571,7 +577,9 @@ def case_get_multimem_device_pointer(stub):
 
     e = BY_PY["get_multimem_device_pointer"]
     raw = ctypes.c_void_p(PTRS[5])
-    for mm in ((PTRS[5],), _Obj(mc_base_ptr=PTRS[5]), ctypes.addressof(raw)):
+    mmh = b.MultimemHandle()
+    mmh.mc_base_ptr = PTRS[5]
+    for mm in ((PTRS[5],), _Obj(mc_base_ptr=PTRS[5]), ctypes.addressof(raw), mmh, mmh.ptr):
         got = b.get_multimem_device_pointer(b.Window(PTRS[0]), SIZES[1], mm)
         assert got == OUT_BASE + idx(e)
         assert last(stub).startswith(f"{e.name} window=win:{PTRS[0]:#x} offset=size:{SIZES[1]} "
@@ -598,7 +606,7 @@ def case_get_cft_device_le_info(stub):
     f = _le_info(stub, "get_cft_device_le_info", PTRS[0], SIZES[1], INTS[2], (4, 1, 2))
     assert f["peerCft"] == f"int:{INTS[2]}" and f["cftTeam"] == "team:4,1,2"
     f = _le_info(stub, "get_cft_device_le_info", window=PTRS[1], offset=0, peer_cft=1,
-                 cft_team=b.Team((2, 1, 1)))
+                 cft_team=_team(2, 1, 1))
     assert f["cftTeam"] == "team:2,1,1" and f["window"] == f"win:{PTRS[1]:#x}"
 
 

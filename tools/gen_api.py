@@ -592,7 +592,8 @@ def _gen_general(e: Entry) -> list[str]:
         return out
     if e.ret == "team":
         out += ["    ncclTeam_t t;", "    Py_BEGIN_ALLOW_THREADS", f"    t = {call};",
-                "    Py_END_ALLOW_THREADS", "    return n4p_team_new(mod, t);"]
+                "    Py_END_ALLOW_THREADS",
+                "    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);"]
         return out
     out += ["    ncclResult_t r;", "    Py_BEGIN_ALLOW_THREADS", f"    r = {call};",
             "    Py_END_ALLOW_THREADS"]

@@ -2324,7 +2324,7 @@ w_team_world(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     Py_BEGIN_ALLOW_THREADS
     t = fn(v0);
     Py_END_ALLOW_THREADS
-    return n4p_team_new(mod, t);
+    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);
 }
 
 static PyObject *
@@ -2348,7 +2348,7 @@ w_team_lsa(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwn
     Py_BEGIN_ALLOW_THREADS
     t = fn(v0);
     Py_END_ALLOW_THREADS
-    return n4p_team_new(mod, t);
+    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);
 }
 
 static PyObject *
@@ -2372,7 +2372,7 @@ w_team_rail(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     Py_BEGIN_ALLOW_THREADS
     t = fn(v0);
     Py_END_ALLOW_THREADS
-    return n4p_team_new(mod, t);
+    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);
 }
 
 static PyObject *
@@ -2399,7 +2399,7 @@ w_team_cft(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwn
     Py_BEGIN_ALLOW_THREADS
     t = fn(v0, (ncclCftTeamMode_t)v1);
     Py_END_ALLOW_THREADS
-    return n4p_team_new(mod, t);
+    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);
 }
 
 static PyObject *
@@ -2423,7 +2423,7 @@ w_team_cft_multimem(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyOb
     Py_BEGIN_ALLOW_THREADS
     t = fn(v0);
     Py_END_ALLOW_THREADS
-    return n4p_team_new(mod, t);
+    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);
 }
 
 static PyObject *
