@@ -581,20 +581,33 @@ from_address(PyObject *o, const char *name, void *out, size_t size)
     return 0;
 }
 
+/* A struct passed by value: copied from an int address (returns 0), or its
+ * n fields read into vals from a tuple or attributes (returns 1); -1 with
+ * an exception. */
+static int
+by_value(PyObject *o, const char *name, const char *want, const char *const *attrs, int n,
+         const char *items, long long *vals, void *out, size_t size)
+{
+    if (o == Py_None || n4p_is_handle(o) || PyFloat_Check(o))
+        return type_error(name, want, o);
+    if (!PyTuple_Check(o) && (PyLong_Check(o) || PyIndex_Check(o)))
+        return from_address(o, name, out, size);
+    int rc = ints_from(o, name, attrs, n, vals, items);
+    if (rc == 0)
+        return type_error(name, want, o);
+    return rc;
+}
+
 int
 n4p_arg_team(PyObject *o, const char *name, ncclTeam_t *out)
 {
     static const char *const attrs[] = {"n_ranks", "rank", "stride"};
-    const char *want = "a Team, a (n_ranks, rank, stride) tuple, an object with those "
-                       "attributes, or an int address";
-    if (o == Py_None || n4p_is_handle(o) || PyFloat_Check(o))
-        return type_error(name, want, o);
-    if (!PyTuple_Check(o) && (PyLong_Check(o) || PyIndex_Check(o)))
-        return from_address(o, name, out, sizeof *out);
     long long v[3];
-    int rc = ints_from(o, name, attrs, 3, v, "n_ranks, rank, stride");
+    int rc = by_value(o, name, "a Team, a (n_ranks, rank, stride) tuple, an object with those "
+                      "attributes, or an int address", attrs, 3, "n_ranks, rank, stride", v,
+                      out, sizeof *out);
     if (rc <= 0)
-        return rc < 0 ? -1 : type_error(name, want, o);
+        return rc;
     for (int i = 0; i < 3; i++) {
         if (v[i] < INT_MIN || v[i] > INT_MAX) {
             PyErr_Format(PyExc_OverflowError, "%s.%s does not fit in a C int", name, attrs[i]);
@@ -611,16 +624,12 @@ int
 n4p_arg_multimem(PyObject *o, const char *name, ncclMultimemHandle_t *out)
 {
     static const char *const attrs[] = {"mc_base_ptr"};
-    const char *want = "a MultimemHandle, a (mc_base_ptr,) tuple, an object with an int "
-                       ".mc_base_ptr, or an int address";
-    if (o == Py_None || n4p_is_handle(o) || PyFloat_Check(o))
-        return type_error(name, want, o);
-    if (!PyTuple_Check(o) && (PyLong_Check(o) || PyIndex_Check(o)))
-        return from_address(o, name, out, sizeof *out);
     long long v;
-    int rc = ints_from(o, name, attrs, 1, &v, "mc_base_ptr");
+    int rc = by_value(o, name, "a MultimemHandle, a (mc_base_ptr,) tuple, an object with an "
+                      "int .mc_base_ptr, or an int address", attrs, 1, "mc_base_ptr", &v, out,
+                      sizeof *out);
     if (rc <= 0)
-        return rc < 0 ? -1 : type_error(name, want, o);
+        return rc;
     out->mcBasePtr = (void *)(intptr_t)v;
     return 0;
 }

@@ -239,24 +239,24 @@ int n4p_arg_out_ptr(PyObject *o, const char *name, void **out);
  * object is a TypeError naming both. */
 int n4p_arg_handle_slow(PyObject *o, const char *name, enum n4p_handle_kind kind, void **out);
 static inline int
-n4p_arg_comm(PyObject *o, const char *name, void **out)
+n4p_arg_handle(PyObject *o, const char *name, enum n4p_handle_kind kind, void **out)
 {
     long long v;
     if (n4p_small_int(o, &v)) {
         *out = (void *)(intptr_t)v;
         return 0;
     }
-    return n4p_arg_handle_slow(o, name, N4P_H_COMM, out);
+    return n4p_arg_handle_slow(o, name, kind, out);
+}
+static inline int
+n4p_arg_comm(PyObject *o, const char *name, void **out)
+{
+    return n4p_arg_handle(o, name, N4P_H_COMM, out);
 }
 static inline int
 n4p_arg_win(PyObject *o, const char *name, void **out)
 {
-    long long v;
-    if (n4p_small_int(o, &v)) {
-        *out = (void *)(intptr_t)v;
-        return 0;
-    }
-    return n4p_arg_handle_slow(o, name, N4P_H_WINDOW, out);
+    return n4p_arg_handle(o, name, N4P_H_WINDOW, out);
 }
 
 /* The address of a struct: an int, or an object with an int `.ptr` (a

@@ -108,7 +108,7 @@ world, lsa, rail = b.team_world(comm), b.team_lsa(comm), b.team_rail(comm)
 peer = (RANK + 1) % N
 keys = b.param_get_all_keys()
 try:
-    b.param_get_parameter("NCCL4PY_NO_SUCH_PARAMETER")
+    b.param_get_parameter("NO_SUCH_PARAMETER")
     unknown = "found"
 except KeyError:
     unknown = "KeyError"
