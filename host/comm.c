@@ -227,7 +227,7 @@ N4P_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks
     return init_rank(newcomm, nranks, &commIds[0], myrank);
 }
 
-N4P_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, int *devlist)
+N4P_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
 {
     if (comms == NULL)
         return n4p_fail(NULL, ncclInvalidArgument, "comms pointer is NULL");

@@ -23,7 +23,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "api_232.h"
 
 #define CTA_POLICY_MAX 3 /* NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO */
 
@@ -60,7 +59,7 @@ static ncclResult_t check_config(const char *fn, ncclComm_t comm,
 
 /* nccl<Name>Config(<the plain parameters>, config): the config checked, then
  * the plain call with `args`.  Each definition must match its declaration
- * in api_232.h. */
+ * in api_decls.h (the API table's prototype). */
 #define CONFIG_COLL(name, args, ...)                                                    \
     N4P_EXPORT ncclResult_t name##Config(__VA_ARGS__, const ncclCollConfig_t *config)  \
     {                                                                                   \

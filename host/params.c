@@ -30,7 +30,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "api_232.h"
 
 #define VALUE_LEN 64
 

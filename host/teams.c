@@ -23,7 +23,6 @@
 #define _GNU_SOURCE
 #endif
 #include "internal.h"
-#include "api_232.h"
 
 static ncclTeam_t team_of(ncclComm_t comm, bool rail)
 {

@@ -37,7 +37,6 @@
 #include "nccl_api.h"
 #include "gen/api_table.h"
 #include "internal.h" /* the segment header, to recognise our segments and forge bad ones */
-#include "api_232.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SLOWDOWN 5

@@ -456,3 +456,202 @@ n4p_parse_args_out(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, c
         out[i] = i == opt ? NULL : a1[j++];
     return 0;
 }
+
+/* ------------------------------------------------- handles and structs */
+
+int
+n4p_arg_handle_slow(PyObject *o, const char *name, enum n4p_handle_kind kind, void **out)
+{
+    int c = n4p_handle_check(o, kind, name);
+    if (c < 0)
+        return -1;
+    if (c > 0) {
+        *out = *n4p_handle_slot(o);
+        return 0;
+    }
+    return n4p_arg_ptr_slow(o, name, out);
+}
+
+/* The address of a struct argument; allow: 0 none, 1 NULL from 0, 2 NULL
+ * from 0 and None. */
+static int
+arg_addr(PyObject *o, const char *name, int allow, void **out)
+{
+    const char *want = "an object with an int .ptr (a struct object) or an int address";
+    if (o == Py_None) {
+        if (allow < 2)
+            return type_error(name, want, o);
+        *out = NULL;
+        return 0;
+    }
+    if (n4p_is_handle(o))
+        return type_error(name, want, o);
+    if (PyLong_Check(o) || PyIndex_Check(o)) {
+        if (n4p_arg_ptr(o, name, out) < 0)
+            return -1;
+    } else {
+        PyObject *p = PyObject_GetAttrString(o, "ptr");
+        if (p == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return -1;
+            PyErr_Clear();
+            return type_error(name, want, o);
+        }
+        int rc = PyLong_Check(p) ? n4p_arg_ptr(p, name, out) : type_error(name, want, o);
+        Py_DECREF(p);
+        if (rc < 0)
+            return -1;
+    }
+    if (*out == NULL && allow == 0) {
+        PyErr_Format(PyExc_ValueError, "%s must be non-zero: the library writes there", name);
+        return -1;
+    }
+    return 0;
+}
+
+int
+n4p_arg_addr_opt(PyObject *o, const char *name, void **out)
+{
+    return arg_addr(o, name, 2, out);
+}
+
+int
+n4p_arg_addr(PyObject *o, const char *name, void **out)
+{
+    return arg_addr(o, name, 1, out);
+}
+
+int
+n4p_arg_storage(PyObject *o, const char *name, void **out)
+{
+    return arg_addr(o, name, 0, out);
+}
+
+/* n C ints from a tuple of exactly n items, or the attributes attrs of o;
+ * 0 when o is neither (nothing set), -1 with an exception. */
+static int
+ints_from(PyObject *o, const char *name, const char *const *attrs, int n, long long *vals,
+          const char *want)
+{
+    if (PyTuple_Check(o)) {
+        if (PyTuple_GET_SIZE(o) != n) {
+            PyErr_Format(PyExc_ValueError, "%s must have %d items (%s), got %zd", name, n, want,
+                         PyTuple_GET_SIZE(o));
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            void *p;
+            if (n4p_arg_ptr(PyTuple_GET_ITEM(o, i), name, &p) < 0)
+                return -1;
+            vals[i] = (long long)(intptr_t)p;
+        }
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        PyObject *v = PyObject_GetAttrString(o, attrs[i]);
+        if (v == NULL) {
+            if (i == 0 && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                PyErr_Clear();
+                return 0;
+            }
+            return -1;
+        }
+        void *p;
+        int rc = n4p_arg_ptr(v, name, &p);
+        Py_DECREF(v);
+        if (rc < 0)
+            return -1;
+        vals[i] = (long long)(intptr_t)p;
+    }
+    return 1;
+}
+
+/* Copy size bytes from the non-zero int address o. */
+static int
+from_address(PyObject *o, const char *name, void *out, size_t size)
+{
+    void *p;
+    if (n4p_arg_ptr(o, name, &p) < 0)
+        return -1;
+    if (p == NULL) {
+        PyErr_Format(PyExc_ValueError, "%s must not be a null address", name);
+        return -1;
+    }
+    memcpy(out, p, size);
+    return 0;
+}
+
+/* A struct passed by value: copied from an int address (returns 0), or its
+ * n fields read into vals from a tuple or attributes (returns 1); -1 with
+ * an exception. */
+static int
+by_value(PyObject *o, const char *name, const char *want, const char *const *attrs, int n,
+         const char *items, long long *vals, void *out, size_t size)
+{
+    if (o == Py_None || n4p_is_handle(o) || PyFloat_Check(o))
+        return type_error(name, want, o);
+    if (!PyTuple_Check(o) && (PyLong_Check(o) || PyIndex_Check(o)))
+        return from_address(o, name, out, size);
+    int rc = ints_from(o, name, attrs, n, vals, items);
+    if (rc == 0)
+        return type_error(name, want, o);
+    return rc;
+}
+
+int
+n4p_arg_team(PyObject *o, const char *name, ncclTeam_t *out)
+{
+    static const char *const attrs[] = {"n_ranks", "rank", "stride"};
+    long long v[3];
+    int rc = by_value(o, name, "a Team, a (n_ranks, rank, stride) tuple, an object with those "
+                      "attributes, or an int address", attrs, 3, "n_ranks, rank, stride", v,
+                      out, sizeof *out);
+    if (rc <= 0)
+        return rc;
+    for (int i = 0; i < 3; i++) {
+        if (v[i] < INT_MIN || v[i] > INT_MAX) {
+            PyErr_Format(PyExc_OverflowError, "%s.%s does not fit in a C int", name, attrs[i]);
+            return -1;
+        }
+    }
+    out->nRanks = (int)v[0];
+    out->rank = (int)v[1];
+    out->stride = (int)v[2];
+    return 0;
+}
+
+int
+n4p_arg_multimem(PyObject *o, const char *name, ncclMultimemHandle_t *out)
+{
+    static const char *const attrs[] = {"mc_base_ptr"};
+    long long v;
+    int rc = by_value(o, name, "a MultimemHandle, a (mc_base_ptr,) tuple, an object with an "
+                      "int .mc_base_ptr, or an int address", attrs, 1, "mc_base_ptr", &v, out,
+                      sizeof *out);
+    if (rc <= 0)
+        return rc;
+    out->mcBasePtr = (void *)(intptr_t)v;
+    return 0;
+}
+
+int
+n4p_arg_cstr(PyObject *o, const char *name, const char **out)
+{
+    Py_ssize_t n;
+    const char *s;
+    if (PyUnicode_Check(o)) {
+        if ((s = PyUnicode_AsUTF8AndSize(o, &n)) == NULL)
+            return -1;
+    } else if (PyBytes_Check(o)) {
+        s = PyBytes_AS_STRING(o);
+        n = PyBytes_GET_SIZE(o);
+    } else {
+        return type_error(name, "a str or bytes", o);
+    }
+    if ((size_t)n != strlen(s)) {
+        PyErr_Format(PyExc_ValueError, "%s must not contain a NUL character", name);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}

@@ -145,9 +145,41 @@ n4p_small_int(PyObject *o, long long *v)
 {
     if (!PyLong_Check(o)) /* int and its subclasses (IntEnum members) */
         return 0;
+#if PYLONG_BITS_IN_DIGIT == 30
+    /* Up to two 30-bit digits (|value| < 2**60: sizes, ints and the
+     * addresses of user space) straight from the digits, as CPython's own
+     * inline helpers do. */
+    const digit *d;
+    Py_ssize_t ndigits;
+    int negative;
 #if PY_VERSION_HEX >= 0x030C0000
     if (PyUnstable_Long_IsCompact((PyLongObject *)o)) {
         *v = (long long)PyUnstable_Long_CompactValue((PyLongObject *)o);
+        return 1;
+    }
+#ifdef _PyLong_NON_SIZE_BITS
+    uintptr_t tag = ((PyLongObject *)o)->long_value.lv_tag;
+    ndigits = (Py_ssize_t)(tag >> _PyLong_NON_SIZE_BITS);
+    negative = (tag & _PyLong_SIGN_MASK) == 2;
+    d = ((PyLongObject *)o)->long_value.ob_digit;
+#else
+    ndigits = 0, negative = 0, d = NULL;
+#endif
+#else
+    ndigits = Py_SIZE(o);
+    negative = ndigits < 0;
+    if (negative)
+        ndigits = -ndigits;
+    d = ((PyLongObject *)o)->ob_digit;
+    if (ndigits <= 1) {
+        long long x = ndigits ? (long long)d[0] : 0;
+        *v = negative ? -x : x;
+        return 1;
+    }
+#endif
+    if (ndigits == 2) {
+        long long x = (long long)d[0] | ((long long)d[1] << PyLong_SHIFT);
+        *v = negative ? -x : x;
         return 1;
     }
 #endif
@@ -201,6 +233,47 @@ n4p_arg_uint(PyObject *o, const char *name, unsigned int *out)
 }
 /* Address of a non-NULL out-parameter slot given as an int. */
 int n4p_arg_out_ptr(PyObject *o, const char *name, void **out);
+
+/* A handle of the given kind: an int (fast path), a handle object of that
+ * kind (its slot's value), or an __index__ object; the other kind of handle
+ * object is a TypeError naming both. */
+int n4p_arg_handle_slow(PyObject *o, const char *name, enum n4p_handle_kind kind, void **out);
+static inline int
+n4p_arg_handle(PyObject *o, const char *name, enum n4p_handle_kind kind, void **out)
+{
+    long long v;
+    if (n4p_small_int(o, &v)) {
+        *out = (void *)(intptr_t)v;
+        return 0;
+    }
+    return n4p_arg_handle_slow(o, name, kind, out);
+}
+static inline int
+n4p_arg_comm(PyObject *o, const char *name, void **out)
+{
+    return n4p_arg_handle(o, name, N4P_H_COMM, out);
+}
+static inline int
+n4p_arg_win(PyObject *o, const char *name, void **out)
+{
+    return n4p_arg_handle(o, name, N4P_H_WINDOW, out);
+}
+
+/* The address of a struct: an int, or an object with an int `.ptr` (a
+ * struct object).  _opt: None and 0 give NULL; plain: 0 gives NULL, None is
+ * a TypeError; storage (the library writes there): neither None nor 0. */
+int n4p_arg_addr_opt(PyObject *o, const char *name, void **out);
+int n4p_arg_addr(PyObject *o, const char *name, void **out);
+int n4p_arg_storage(PyObject *o, const char *name, void **out);
+/* Structs passed by value.  A team: a (n_ranks, rank, stride) tuple (Team
+ * is one), an object with those int attributes, or the non-zero address of
+ * an ncclTeam_t.  A multimem handle: a (mc_base_ptr,) tuple, an object with
+ * an int .mc_base_ptr, or the non-zero address of an ncclMultimemHandle_t. */
+int n4p_arg_team(PyObject *o, const char *name, ncclTeam_t *out);
+int n4p_arg_multimem(PyObject *o, const char *name, ncclMultimemHandle_t *out);
+/* A NUL-terminated string borrowed from a str (UTF-8) or bytes argument
+ * (valid while the argument is); an embedded NUL is a ValueError. */
+int n4p_arg_cstr(PyObject *o, const char *name, const char **out);
 
 /* A read-only byte view of at least `minlen` bytes of a buffer object, or an
  * address given as an int (view->obj is NULL then).  Release with
@@ -361,6 +434,9 @@ extern PyMethodDef n4p_group_methods[];
 int n4p_init_structs(PyObject *mod, n4p_state *st);
 /* New owned, initialised struct object of the given kind. */
 PyObject *n4p_struct_new(n4p_state *st, int kind);
+/* A new struct object of the kind holding a copy of *src (a struct returned
+ * by value). */
+PyObject *n4p_struct_copy(n4p_state *st, int kind, const void *src);
 /* Pointer to the C struct inside an object of that kind, or NULL. */
 void *n4p_struct_ptr(n4p_state *st, int kind, PyObject *o);
 /* The C struct pointer for an argument: an object of that kind, an int
@@ -386,6 +462,14 @@ PyObject *n4p_handle_new(n4p_state *st, enum n4p_handle_kind kind, void *value);
 void **n4p_handle_slot(PyObject *o);
 /* Whether o is a handle object (Comm or Window, subclasses included). */
 int n4p_is_handle(PyObject *o);
+/* 1: o is a handle object of `kind`; 0: no handle object; -1: the other
+ * kind (TypeError naming both, `name` the parameter). */
+int n4p_handle_check(PyObject *o, enum n4p_handle_kind kind, const char *name);
+/* The new reference a creating function returns for the handle object h;
+ * inside a group it is also kept until the group ends (the library fills
+ * the slot then). */
+PyObject *n4p_handle_result(PyObject *h);
+
 /* The kind of a handle object (subclasses included), or -1 for anything else. */
 int n4p_handle_kind_of(n4p_state *st, PyObject *o);
 int n4p_init_communicator(PyObject *mod, n4p_state *st);

@@ -85,11 +85,56 @@ h_hash(handleobj *self)
     return h;
 }
 
+/* One tp_hash per kind (the same function behind each): the slot a type
+ * and its subclasses share identifies the kind without the module state. */
+static Py_hash_t
+comm_hash(PyObject *self)
+{
+    return h_hash((handleobj *)self);
+}
+
+static Py_hash_t
+window_hash(PyObject *self)
+{
+    return h_hash((handleobj *)self);
+}
+
+static const hashfunc kind_hash[N4P_H_COUNT] = {[N4P_H_COMM] = comm_hash,
+                                                [N4P_H_WINDOW] = window_hash};
+static const char *const kind_name[N4P_H_COUNT] = {[N4P_H_COMM] = "Comm",
+                                                   [N4P_H_WINDOW] = "Window"};
+
 int
 n4p_is_handle(PyObject *o)
 {
-    /* Both types share the slots below, so tp_hash identifies them (and subclasses). */
-    return Py_TYPE(o)->tp_hash == (hashfunc)h_hash;
+    hashfunc h = Py_TYPE(o)->tp_hash;
+    return h == comm_hash || h == window_hash;
+}
+
+int
+n4p_handle_check(PyObject *o, enum n4p_handle_kind kind, const char *name)
+{
+    hashfunc h = Py_TYPE(o)->tp_hash;
+    if (h == kind_hash[kind])
+        return 1;
+    for (int k = 0; k < N4P_H_COUNT; k++) {
+        if (h == kind_hash[k]) {
+            PyErr_Format(PyExc_TypeError, "%s must be a %s (or an int handle), not a %s", name,
+                         kind_name[kind], kind_name[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyObject *
+n4p_handle_result(PyObject *h)
+{
+    /* Inside a group the library fills the slot at the group's end: the
+     * object stays alive until then even if the caller drops it. */
+    if (n4p_group_depth() > 0)
+        n4p_group_keep(h, NULL);
+    return Py_NewRef(h);
 }
 
 /* o as an int for arithmetic and comparison: a new reference, NULL with no
@@ -184,11 +229,11 @@ static PyMethodDef h_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-#define HANDLE_SLOTS(doc)                                                                      \
+#define HANDLE_SLOTS(doc, hash)                                                                \
     {                                                                                          \
         {Py_tp_doc, (void *)(doc)}, {Py_tp_new, PyType_GenericNew}, {Py_tp_init, h_init},      \
             {Py_tp_dealloc, h_dealloc}, {Py_tp_getset, h_getset},                              \
-            {Py_tp_methods, h_methods}, {Py_tp_repr, h_repr}, {Py_tp_hash, h_hash},            \
+            {Py_tp_methods, h_methods}, {Py_tp_repr, h_repr}, {Py_tp_hash, (void *)(hash)},    \
             {Py_tp_richcompare, h_richcompare}, {Py_nb_int, h_int}, {Py_nb_index, h_int},      \
             {Py_nb_bool, h_bool}, {Py_nb_add, h_add}, {Py_nb_subtract, h_sub},                 \
             {Py_nb_and, h_and}, {Py_nb_or, h_or}, {Py_nb_xor, h_xor},                          \
@@ -199,11 +244,13 @@ static PyMethodDef h_methods[] = {
 static PyType_Slot comm_slots[] = HANDLE_SLOTS(
     "Comm(handle=0)\n--\n\n"
     "A communicator handle (ncclComm_t).  Creating functions return one whose\n"
-    "slot the library filled; it can be used wherever an int handle can.");
+    "slot the library filled; it can be used wherever an int handle can.",
+    comm_hash);
 static PyType_Slot window_slots[] = HANDLE_SLOTS(
     "Window(handle=0)\n--\n\n"
     "A window handle (ncclWindow_t).  Creating functions return one whose\n"
-    "slot the library filled; it can be used wherever an int handle can.");
+    "slot the library filled; it can be used wherever an int handle can.",
+    window_hash);
 
 static PyType_Spec handle_specs[N4P_H_COUNT] = {
     [N4P_H_COMM] = {.name = "nccl.bindings.nccl.Comm",

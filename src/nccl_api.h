@@ -21,6 +21,8 @@ extern "C" {
 #endif
 
 #define NCCL4PY_ABI_VERSION_CODE 23203 /* NCCL 2.32.3 */
+/* The version a new ncclCollConfig_t carries: its layout is NCCL 2.32.3's. */
+#define NCCL4PY_COLL_CONFIG_VERSION NCCL4PY_ABI_VERSION_CODE
 
 #define NCCL_UNIQUE_ID_BYTES 128
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
@@ -154,6 +156,8 @@ typedef struct ncclParamHandle *ncclParamHandle_t;
 typedef struct {
     _Alignas(16) unsigned char opaque[NCCL4PY_DEV_COMM_BYTES];
 } ncclDevComm_t;
+
+#include "nccl_api_232.h"
 
 #ifdef __cplusplus
 }

@@ -759,6 +759,15 @@ n4p_struct_ptr(n4p_state *st, int kind, PyObject *o)
     return ((sobj *)o)->ptr;
 }
 
+PyObject *
+n4p_struct_copy(n4p_state *st, int kind, const void *src)
+{
+    PyObject *o = n4p_struct_new(st, kind);
+    if (o != NULL)
+        memcpy(((sobj *)o)->ptr, src, specs[kind].size);
+    return o;
+}
+
 int
 n4p_arg_struct(n4p_state *st, int kind, PyObject *o, const char *name, int allow_null, void **out)
 {

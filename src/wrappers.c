@@ -3,14 +3,19 @@
  * the ones whose logic is no pattern of tools/gen_api.py.  Their names,
  * docstrings and method-table entries are generated like the others'.
  *
- *   comm_init_all   returns a list of ndev new handles (ndev 0: [] without
- *                   a call)
+ *   comm_init_all   returns a list of ndev new Comm objects (ndev 0: []
+ *                   without a call)
  *   all_to_all_v    four arrays of one entry per rank: their lengths must
  *                   agree with each other and with the communicator's size
+ *   param_get, param_get_parameter, param_get_all_keys
+ *                   values and names the library returns with their lengths
+ *                   (bytes, str with KeyError for an unknown key, list[str])
  *
  * (group_start, group_end and group_simulate_end are in group.c.)
  */
 #include "bindings.h"
+
+#include <string.h>
 
 #define PARSE(fname, kwlist, minn, maxn, arr)                                                  \
     do {                                                                                       \
@@ -64,11 +69,12 @@ n4p_w_comm_init_all(FASTCALL_ARGS)
     if (owned)
         PyMem_Free(devs);
     PyObject *res = NULL;
+    n4p_state *st = n4p_get_state(mod);
     if (n4p_status_failed(r)) {
         n4p_raise_status(mod, r);
     } else if ((res = PyList_New(ndev)) != NULL) {
         for (int i = 0; i < ndev; i++) {
-            PyObject *h = PyLong_FromVoidPtr(comms[i]);
+            PyObject *h = n4p_handle_new(st, N4P_H_COMM, comms[i]);
             if (h == NULL) {
                 Py_CLEAR(res);
                 break;
@@ -92,7 +98,7 @@ n4p_w_all_to_all_v(FASTCALL_ARGS)
     void *send, *recv, *comm, *stream;
     int dtype;
     if (n4p_arg_ptr(a[0], "sendbuff", &send) < 0 || n4p_arg_ptr(a[3], "recvbuff", &recv) < 0 ||
-        n4p_arg_int(a[6], "datatype", &dtype) < 0 || n4p_arg_ptr(a[7], "comm", &comm) < 0 ||
+        n4p_arg_int(a[6], "datatype", &dtype) < 0 || n4p_arg_comm(a[7], "comm", &comm) < 0 ||
         n4p_arg_ptr(a[8], "stream", &stream) < 0)
         return NULL;
     PyObject *arr_objs[4] = {a[1], a[2], a[4], a[5]};
@@ -146,5 +152,93 @@ done:
     for (int i = 0; i < 4; i++)
         if (owned[i])
             PyMem_Free(arr[i]);
+    return res;
+}
+
+/* ------------------------------------------------------------- parameters */
+
+PyObject *
+n4p_w_param_get(FASTCALL_ARGS)
+{
+    static const char *const kw[] = {"h", "max_len", NULL};
+    PyObject *a[2];
+    PARSE("param_get", kw, 2, 2, a);
+    GETFN(ncclParamGet);
+    void *h;
+    int max_len;
+    if (n4p_arg_ptr(a[0], "h", &h) < 0 || n4p_arg_int(a[1], "max_len", &max_len) < 0)
+        return NULL;
+    if (max_len < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_len must be >= 0");
+        return NULL;
+    }
+    char *buf = PyMem_Malloc(max_len ? (size_t)max_len : 1);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    int len = 0;
+    ncclResult_t r;
+    CALL(fn((ncclParamHandle_t)h, buf, max_len, &len));
+    PyObject *res = NULL;
+    if (n4p_status_failed(r))
+        n4p_raise_status(mod, r);
+    else if (len < 0 || len > max_len)
+        PyErr_Format(PyExc_SystemError, "ncclParamGet reported %d bytes for max_len %d", len,
+                     max_len);
+    else
+        res = PyBytes_FromStringAndSize(buf, len);
+    PyMem_Free(buf);
+    return res;
+}
+
+PyObject *
+n4p_w_param_get_parameter(FASTCALL_ARGS)
+{
+    static const char *const kw[] = {"key", NULL};
+    PyObject *a[1];
+    PARSE("param_get_parameter", kw, 1, 1, a);
+    GETFN(ncclParamGetParameter);
+    const char *key, *value = NULL;
+    int len = 0;
+    if (n4p_arg_cstr(a[0], "key", &key) < 0)
+        return NULL;
+    ncclResult_t r;
+    CALL(fn(key, &value, &len));
+    if (r == ncclInvalidArgument) { /* the library knows no such key */
+        PyErr_SetObject(PyExc_KeyError, a[0]);
+        return NULL;
+    }
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    if (value == NULL)
+        return PyUnicode_FromString("");
+    if (len < 0 || (size_t)len > strlen(value))
+        len = (int)strlen(value); /* the text ends at its NUL whatever the length says */
+    return PyUnicode_DecodeUTF8(value, len, "replace");
+}
+
+PyObject *
+n4p_w_param_get_all_keys(FASTCALL_ARGS)
+{
+    PARSE("param_get_all_keys", NULL, 0, 0, NULL);
+    GETFN(ncclParamGetAllParameterKeys);
+    const char **table = NULL;
+    int n = 0;
+    ncclResult_t r;
+    CALL(fn(&table, &n));
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    if (n < 0 || (n > 0 && table == NULL)) {
+        PyErr_Format(PyExc_SystemError, "ncclParamGetAllParameterKeys returned %d keys at %p", n,
+                     (void *)table);
+        return NULL;
+    }
+    PyObject *res = PyList_New(n);
+    for (int i = 0; res != NULL && i < n; i++) {
+        PyObject *k = n4p_str_result(table[i]);
+        if (k == NULL)
+            Py_CLEAR(res);
+        else
+            PyList_SET_ITEM(res, i, k);
+    }
     return res;
 }

@@ -121,6 +121,10 @@ int main(void)
     printf("ncclTeam_t %zu %zu\n", sizeof(ncclTeam_t), _Alignof(ncclTeam_t));
     F(ncclTeam_t, nRanks) F(ncclTeam_t, rank) F(ncclTeam_t, stride)
     printf("ncclParamHandle_t %zu\n", sizeof(ncclParamHandle_t));
+    printf("ncclMultimemHandle_t %zu %zu\n", sizeof(ncclMultimemHandle_t),
+           _Alignof(ncclMultimemHandle_t));
+    printf("ncclCftLeId %zu\n", sizeof(ncclCftLeId));
+    printf("ncclCftTeamMode_t %zu %d\n", sizeof(ncclCftTeamMode_t), (int)NCCL_CFT_TEAM_HIER_LSA);
     ncclCollConfig_t init = NCCL_COLLCONFIG_INITIALIZER;
     const unsigned char *b = (const unsigned char *)&init;
     for (size_t i = 0; i < sizeof init; i++)

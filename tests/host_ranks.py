@@ -36,9 +36,10 @@ def report(**fields):
 
 
 def run_ranks(tmp_path: Path, code: str, nranks: int = 2, timeout: float = 240,
-              expect_rc: int = 0, **env: str) -> list[dict]:
+              expect_rc: int = 0, prelude: str = PRELUDE, **env: str) -> list[dict]:
+    """prelude="" runs `code` alone (it prints its own JSON lines with "rank")."""
     script = tmp_path / "rank_script.py"
-    script.write_text(PRELUDE + code)
+    script.write_text(prelude + code)
     cmd = [sys.executable, "-m", "nccl.run", "-n", str(nranks), "--backend", "host",
            "--timeout", str(timeout), str(script)]
     p = subprocess.run(cmd, env=clean_env(**{"NCCL4PY_HOST_TIMEOUT": "60", **env}),

@@ -37,8 +37,8 @@ FUZZ = settings(max_examples=EXAMPLES or 70, deadline=None, derandomize=EXAMPLES
 # replaced by the address of a zeroed scratch area, or by 0 where the length
 # read comes from another, fuzzed argument.
 FIXED_DEREF = {"uid", "cuid_ptr", "uid_ptr", "config", "props", "siminfo", "devreqs",
-               "devcomm_out", "cdevcomm"}
-VAR_DEREF = {"uid_array", "sigdesc", "int_array"}
+               "devcomm_out", "cdevcomm", "team", "teamv", "multimem"}
+VAR_DEREF = {"uid_array", "sigdesc", "int_array", "cint_array"}
 SCRATCH = np.zeros(1 << 16, np.uint8)
 SCRATCH_ADDR = SCRATCH.ctypes.data
 
@@ -212,18 +212,22 @@ def test_arbitrary_objects_only_raise_python_exceptions(stub, pyname):
     run()
 
 
+ADDRESS_KINDS = {k for k, v in gen_api.KINDS.items() if v.cast == "(void **)"}
+# caller storage the library writes: 0 is refused
+NONZERO_KINDS = {k for k, v in gen_api.KINDS.items() if v.conv == "n4p_arg_storage"}
+
+
 def _expect(kind, v):
-    if kind in ("cptr", "ptr", "comm", "stream", "win"):
+    if kind in ADDRESS_KINDS:
         return f"{kind}:{int(v) % 2**64:#x}"
     return f"{kind}:{int(v)}"
 
 
-VALID = {"cptr": (-(2**63), 2**64 - 1), "ptr": (-(2**63), 2**64 - 1),
-         "comm": (-(2**63), 2**64 - 1), "stream": (-(2**63), 2**64 - 1),
-         "win": (-(2**63), 2**64 - 1), "size": (0, 2**64 - 1), "int": (-(2**31), 2**31 - 1),
+VALID = {**{k: (-(2**63), 2**64 - 1) for k in ADDRESS_KINDS},
+         "size": (0, 2**64 - 1), "int": (-(2**31), 2**31 - 1),
          "uint": (0, 2**32 - 1), "dtype": (-(2**31), 2**31 - 1), "redop": (-(2**31), 2**31 - 1),
          "residence": (-(2**31), 2**31 - 1), "memstat": (-(2**31), 2**31 - 1),
-         "result": (-(2**31), 2**31 - 1)}
+         "result": (-(2**31), 2**31 - 1), "cftmode": (-(2**31), 2**31 - 1)}
 SIMPLE = [e for e in TABLE if e.simple and e.params]
 
 
@@ -244,7 +248,8 @@ def test_simple_entries_pass_exact_values(stub, entry):
         except (OverflowError, ValueError, TypeError):
             COUNTS["errors"] += 1
             # an error is only right when some value is out of its C range
-            assert any(k in VALID and not VALID[k][0] <= int(v) <= VALID[k][1]
+            assert any((k in VALID and not VALID[k][0] <= int(v) <= VALID[k][1])
+                       or (k in NONZERO_KINDS and int(v) == 0)
                        for k, v in zip(kinds, args)), (entry.pyname, args)
             assert stub.nccl4pyStubCallCount() == 0
             return

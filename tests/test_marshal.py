@@ -29,7 +29,7 @@ PTRS = [0xFFFF_8000_0000_0000 + 0x1111 * (i + 1) for i in range(12)]
 SIZES = [2**32 + 7 * (i + 1) for i in range(12)]
 INTS = [-(1000 + 17 * i) for i in range(12)]
 UINTS = [2**32 - 1 - i for i in range(12)]
-ENUMS = {"dtype": 9, "redop": 3, "residence": 1, "memstat": 2}
+ENUMS = {"dtype": 9, "redop": 3, "residence": 1, "memstat": 2, "cftmode": 2}
 
 
 def idx(entry) -> int:
@@ -41,7 +41,7 @@ def values_for(entry):
     args, rec = [], [entry.name]
     for i, p in enumerate(entry.params):
         k = p.kind
-        if k in ("cptr", "ptr", "comm", "stream", "win"):
+        if gen_api.KINDS[k].cast == "(void **)":  # an address or handle
             v = PTRS[i]
             rec.append(f"{p.name}={k}:{v:#x}")
         elif k == "size":
@@ -224,7 +224,7 @@ def case_comm_init_all(stub):
     assert len(comms) == 3
     assert fields(last(stub))["devlist"].endswith("[4,-5,6]")
     b.comm_init_all(2, None)
-    assert fields(last(stub))["devlist"] == "int_array:0x0[]"
+    assert fields(last(stub))["devlist"] == "cint_array:0x0[]"
     assert b.comm_init_all(0) == []
     with pytest.raises(ValueError):
         b.comm_init_all(2, [1, 2, 3])
@@ -480,6 +480,271 @@ def case_all_to_all_v(stub):
         rx.all_to_all_v(PTRS[0], [1], [0], PTRS[3], [1], [0], 9, PTRS[7], PTRS[8])
 
 
+# ------------------------------------------ NCCL 2.28 - 2.32: teams, params, resources
+
+class _Obj:
+    """An object with attributes (a struct object stand-in)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _team_record(t) -> str:
+    return ",".join(str(v) for v in t)
+
+
+def _check_team(stub, name, *args, **kwargs):
+    e = BY_PY[name]
+    t = getattr(b, name)(*args, **kwargs)
+    assert type(t) is b.Team
+    assert (t.n_ranks, t.rank, t.stride) == (OUT_INT + idx(e), idx(e), 3)
+    return t
+
+
+def case_team_world(stub):
+    _check_team(stub, "team_world", PTRS[0])
+    assert last(stub) == f"ncclTeamWorld comm=comm:{PTRS[0]:#x}"
+    _check_team(stub, "team_world", b.Comm(PTRS[1]))  # 0.6: a Comm
+    assert last(stub) == f"ncclTeamWorld comm=comm:{PTRS[1]:#x}"
+    with pytest.raises(TypeError, match="comm must be a Comm.*not a Window"):
+        b.team_world(b.Window(PTRS[1]))
+
+
+def case_team_lsa(stub):
+    _check_team(stub, "team_lsa", comm=b.Comm(PTRS[2]))
+    assert last(stub) == f"ncclTeamLsa comm=comm:{PTRS[2]:#x}"
+
+
+def case_team_rail(stub):
+    _check_team(stub, "team_rail", PTRS[3])
+    assert last(stub) == f"ncclTeamRail comm=comm:{PTRS[3]:#x}"
+
+
+def case_team_cft(stub):
+    _check_team(stub, "team_cft", PTRS[0], 2)
+    assert last(stub) == f"ncclTeamCft comm=comm:{PTRS[0]:#x} mode=cftmode:2"
+    _check_team(stub, "team_cft", comm=PTRS[0], mode=1)
+    assert fields(last(stub))["mode"] == "cftmode:1"
+
+
+def case_team_cft_multimem(stub):
+    _check_team(stub, "team_cft_multimem", PTRS[4])
+    assert last(stub) == f"ncclTeamCftMultimem comm=comm:{PTRS[4]:#x}"
+
+
+def _team(n_ranks, rank, stride):
+    t = b.Team()
+    t.n_ranks, t.rank, t.stride = n_ranks, rank, stride
+    return t
+
+
+def _team_args_forms():
+    """Every accepted form of a team argument, with the record it gives."""
+    import ctypes
+
+    raw = (ctypes.c_int * 3)(8, -2, 2**31 - 1)
+    team = _team(16, 3, 4)
+    return [((8, 1, 2), "8,1,2"), (team, "16,3,4"), (team.ptr, "16,3,4"),
+            (_Obj(n_ranks=4, rank=-1, stride=7), "4,-1,7"),
+            (ctypes.addressof(raw), f"8,-2,{2**31 - 1}")], (raw, team)
+
+
+def _rank_conv(stub, name):
+    e = BY_PY[name]
+    forms, keep = _team_args_forms()
+    for team, rec in forms:
+        assert getattr(b, name)(PTRS[0], team, INTS[2]) == OUT_INT + idx(e)
+        assert last(stub) == f"{e.name} comm=comm:{PTRS[0]:#x} team=team:{rec} rank=int:{INTS[2]}"
+    assert getattr(b, name)(comm=b.Comm(PTRS[1]), team=(1, 0, 1), rank=0) == OUT_INT + idx(e)
+    for bad, exc in (((1, 2), ValueError), (None, TypeError), (1.5, TypeError),
+                     (0, ValueError), (_Obj(n_ranks=1), AttributeError),
+                     ((2**31, 0, 1), OverflowError)):
+        with pytest.raises(exc):
+            getattr(b, name)(PTRS[0], bad, 0)
+    del keep
+
+
+def case_team_rank_to_world(stub):
+    _rank_conv(stub, "team_rank_to_world")
+
+
+def case_team_rank_to_lsa(stub):
+    _rank_conv(stub, "team_rank_to_lsa")
+
+
+def case_get_multimem_device_pointer(stub):
+    import ctypes
+
+    e = BY_PY["get_multimem_device_pointer"]
+    raw = ctypes.c_void_p(PTRS[5])
+    mmh = b.MultimemHandle()
+    mmh.mc_base_ptr = PTRS[5]
+    for mm in ((PTRS[5],), _Obj(mc_base_ptr=PTRS[5]), ctypes.addressof(raw), mmh, mmh.ptr):
+        got = b.get_multimem_device_pointer(b.Window(PTRS[0]), SIZES[1], mm)
+        assert got == OUT_BASE + idx(e)
+        assert last(stub).startswith(f"{e.name} window=win:{PTRS[0]:#x} offset=size:{SIZES[1]} "
+                                     f"multimem=multimem:{PTRS[5]:#x} outPtr=out_ptr:0x")
+    with pytest.raises(TypeError, match="window must be a Window.*not a Comm"):
+        b.get_multimem_device_pointer(b.Comm(PTRS[0]), 0, (0,))
+    with pytest.raises(TypeError):
+        b.get_multimem_device_pointer(PTRS[0], 0, None)
+
+
+def _le_info(stub, name, *args, **kwargs):
+    e = BY_PY[name]
+    le_id, le_offset = getattr(b, name)(*args, **kwargs)
+    assert le_id == 0xFFFFFFF0 + idx(e) % 8 and le_offset == OUT_U64 + idx(e)
+    return fields(last(stub))
+
+
+def case_get_multimem_device_le_info(stub):
+    f = _le_info(stub, "get_multimem_device_le_info", b.Window(PTRS[0]), SIZES[1])
+    assert f["window"] == f"win:{PTRS[0]:#x}" and f["offset"] == f"size:{SIZES[1]}"
+
+
+def case_get_cft_device_le_info(stub):
+    f = _le_info(stub, "get_cft_device_le_info", PTRS[0], SIZES[1], INTS[2], (4, 1, 2))
+    assert f["peerCft"] == f"int:{INTS[2]}" and f["cftTeam"] == "team:4,1,2"
+    f = _le_info(stub, "get_cft_device_le_info", window=PTRS[1], offset=0, peer_cft=1,
+                 cft_team=_team(2, 1, 1))
+    assert f["cftTeam"] == "team:2,1,1" and f["window"] == f"win:{PTRS[1]:#x}"
+
+
+def case_get_peer_device_le_info(stub):
+    f = _le_info(stub, "get_peer_device_le_info", PTRS[0], SIZES[1], INTS[2])
+    assert f["peerWorld"] == f"int:{INTS[2]}"
+
+
+def _requirement(stub, name, lead, lead_rec):
+    """out_handle / out_req: an address or an object with .ptr; never 0 or None."""
+    e = BY_PY[name]
+    h, r = _Obj(ptr=PTRS[6]), PTRS[7]
+    assert getattr(b, name)(*lead, h, r) is None
+    f = fields(last(stub))
+    for k, v in lead_rec.items():
+        assert f[k] == v, (k, f)
+    kinds = [p.kind for p in e.params]
+    assert f["outHandle"] == f"{kinds[-2]}:{PTRS[6]:#x}"
+    assert f["outReq"] == f"{kinds[-1]}:{PTRS[7]:#x}"
+    for bad_h, bad_r, exc in ((0, r, ValueError), (h, None, TypeError),
+                              (_Obj(ptr=None), r, TypeError), (object(), r, TypeError),
+                              (b.Comm(1), r, TypeError)):
+        with pytest.raises(exc):
+            getattr(b, name)(*lead, bad_h, bad_r)
+
+
+def case_lsa_barrier_create_requirement(stub):
+    _requirement(stub, "lsa_barrier_create_requirement", ((4, 0, 1), INTS[1]),
+                 {"team": "team:4,0,1", "nBarriers": f"int:{INTS[1]}"})
+
+
+def case_gin_barrier_create_requirement(stub):
+    _requirement(stub, "gin_barrier_create_requirement", (b.Comm(PTRS[0]), (2, 1, 8), 3),
+                 {"comm": f"comm:{PTRS[0]:#x}", "team": "team:2,1,8", "nBarriers": "int:3"})
+
+
+def case_gin_inbox_a2a_create_requirement(stub):
+    _requirement(stub, "gin_inbox_a2a_create_requirement", ((8, 2, 1), 5, 12),
+                 {"peers": "teamv:8,2,1", "nBlocks": "int:5", "size_log2": "int:12"})
+
+
+def case_param_bind(stub):
+    e = BY_PY["param_bind"]
+    assert b.param_bind("NCCL_DEBUG") == OUT_BASE + idx(e)
+    assert last(stub).startswith("ncclParamBind out=out_param:0x")
+    assert fields(last(stub))["key"] == "cstr:NCCL_DEBUG"
+    assert b.param_bind(key=b"NCCL_PROTO") == OUT_BASE + idx(e)
+    assert fields(last(stub))["key"] == "cstr:NCCL_PROTO"
+    with pytest.raises(ValueError, match="NUL"):
+        b.param_bind("A\0B")
+    with pytest.raises(TypeError):
+        b.param_bind(None)
+
+
+# the typed getters: what the stub writes, per C type
+_TYPED = {"param_get_i8": lambda i: -i, "param_get_i16": lambda i: -1000 - i,
+          "param_get_i32": lambda i: -(OUT_INT + i), "param_get_i64": lambda i: -(OUT_U64 + i),
+          "param_get_u8": lambda i: 200 + i % 50, "param_get_u16": lambda i: 60000 + i,
+          "param_get_u32": lambda i: 4_000_000_000 + i, "param_get_u64": lambda i: OUT_U64 + i}
+
+
+def _typed(stub, name):
+    e = BY_PY[name]
+    assert getattr(b, name)(PTRS[3]) == _TYPED[name](idx(e))
+    assert last(stub).startswith(f"{e.name} h=param:{PTRS[3]:#x} out=")
+    assert getattr(b, name)(h=PTRS[4]) == _TYPED[name](idx(e))
+    stub.nccl4pyStubSetResult(4)
+    with pytest.raises(b.NCCLError):
+        getattr(b, name)(PTRS[3])
+
+
+for _name in _TYPED:
+    globals()["case_" + _name] = (lambda n: lambda stub: _typed(stub, n))(_name)
+
+
+def case_param_get_str(stub):
+    assert b.param_get_str(PTRS[3]) == "stub-text"
+    assert fields(last(stub))["h"] == f"param:{PTRS[3]:#x}"
+
+
+def case_param_get(stub):
+    assert b.param_get(PTRS[3], 64) == bytes([1, 2, 3, 250, 0, 7])
+    f = fields(last(stub))
+    assert f["h"] == f"param:{PTRS[3]:#x}" and f["maxLen"] == "int:64"
+    assert b.param_get(h=PTRS[3], max_len=6) == bytes([1, 2, 3, 250, 0, 7])
+    assert b.param_get(PTRS[3], 2) == b""  # the stub's value does not fit: length 0
+    with pytest.raises(ValueError):
+        b.param_get(PTRS[3], -1)
+
+
+def case_param_get_parameter(stub):
+    assert b.param_get_parameter("NCCL_DEBUG") == "stub-text"
+    assert last(stub).startswith("ncclParamGetParameter key=cstr:NCCL_DEBUG value=out_cstr:0x")
+    assert b.param_get_parameter(key=b"X") == "stub-text"
+    stub.nccl4pyStubSetResult(4)  # NCCL's answer for an unknown key
+    with pytest.raises(KeyError) as ei:
+        b.param_get_parameter("NO_SUCH")
+    assert ei.value.args == ("NO_SUCH",)
+    stub.nccl4pyStubSetResult(5)
+    with pytest.raises(b.NCCLError):
+        b.param_get_parameter("X")
+
+
+def case_param_get_all_keys(stub):
+    assert b.param_get_all_keys() == ["STUB_KEY_A", "STUB_KEY_B", "STUB_KEY_C"]
+    assert last(stub).startswith("ncclParamGetAllParameterKeys table=out_cstr_list:0x")
+
+
+def case_param_dump_all(stub):
+    assert b.param_dump_all() is None
+    assert last(stub) == "ncclParamDumpAll"
+
+
+def case_reset_debug_init(stub):
+    assert b.reset_debug_init() is None
+    assert last(stub) == "ncclResetDebugInit"
+
+
+def test_config_arguments_take_struct_objects_and_none(stub):
+    """collconfig: None and 0 give NULL; an object's int .ptr its address."""
+    stub.nccl4pyStubSetDeref(1)
+    b.all_reduce_config(1, 2, 3, 7, 0, b.Comm(PTRS[0]), 0, None)
+    assert fields(last(stub))["config"] == "collconfig:0x0"
+    import ctypes
+
+    raw = (ctypes.c_ubyte * 72)(*range(72))
+    b.all_gather_config(1, 2, 3, 7, PTRS[0], 0, _Obj(ptr=ctypes.addressof(raw)))
+    f = fields(last(stub))
+    assert f["config"] == f"collconfig:{ctypes.addressof(raw):#x}"
+    assert f["*config"] == bytes(range(72)).hex()
+    with pytest.raises(TypeError, match="config must be an object with an int .ptr"):
+        b.scatter_config(1, 2, 3, 7, 0, PTRS[0], 0, "cfg")
+    with pytest.raises(TypeError):
+        b.set_encryption(None)
+    b.set_encryption(_Obj(ptr=PTRS[2]))
+    assert fields(last(stub))["config"] == f"encconfig:{PTRS[2]:#x}"
+
+
 HAND_WRITTEN = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
@@ -528,3 +793,76 @@ def test_hand_written(stub, name):
     HAND_WRITTEN[name](stub)
     assert stub.nccl4pyStubCallCount() > 0
     assert re.match(r"^ncc", last(stub))
+
+
+# ------------------------------------------------ handle objects (nccl4py 0.5+)
+
+def _creators():
+    """(name, 0.2/0.6-form call, out-parameter name, handle type) of every
+    function that creates a handle."""
+    uid = uid_bytes(1)
+    return [
+        ("comm_init_rank", lambda: b.comm_init_rank(2, uid, 1), "comm", b.Comm),
+        ("comm_init_rank_config", lambda: b.comm_init_rank_config(2, uid, 1, None), "comm",
+         b.Comm),
+        ("comm_init_rank_scalable", lambda: b.comm_init_rank_scalable(2, 1, 1, [uid], None),
+         "newcomm", b.Comm),
+        ("comm_split", lambda: b.comm_split(b.Comm(PTRS[0]), 1, 2, None), "newcomm", b.Comm),
+        ("comm_shrink", lambda: b.comm_shrink(PTRS[0], [1], 1, None, 0), "newcomm", b.Comm),
+        ("comm_grow", lambda: b.comm_grow(PTRS[0], 4, None, 1, None), "newcomm", b.Comm),
+        ("comm_window_register", lambda: b.comm_window_register(b.Comm(PTRS[0]), PTRS[1], 64, 0),
+         "win", b.Window),
+    ]
+
+
+@pytest.mark.parametrize("name, call, out, typ", _creators(), ids=lambda x: x if isinstance(x, str) else "")
+def test_creating_functions_return_a_handle_whose_slot_the_library_filled(stub, name, call, out,
+                                                                          typ):
+    import ctypes
+
+    e = BY_PY[name]
+    h = call()
+    assert type(h) is typ
+    assert fields(last(stub))[out].endswith(f":{h.handle_ptr:#x}")  # the object's own slot
+    assert h.handle == OUT_BASE + idx(e) and h == OUT_BASE + idx(e)  # 0.2 code compares ints
+    assert hash(h) == hash(OUT_BASE + idx(e)) and int(h) + 1 == OUT_BASE + idx(e) + 1
+    # a library that fills the slot later (non-blocking, groups): .handle follows
+    stub.nccl4pyStubSetWriteOutputs(0)
+    h = call()
+    assert h.handle == 0 and not h
+    ctypes.c_void_p.from_address(h.handle_ptr).value = 0x1234
+    assert h.handle == 0x1234 and h
+
+
+def test_a_handle_created_in_a_group_lives_until_the_group_ends(stub):
+    import sys
+
+    b.group_start()
+    try:
+        h = b.comm_split(PTRS[0], 0, 0, None)
+        held = sys.getrefcount(h)
+    finally:
+        b.group_end()
+    assert sys.getrefcount(h) == held - 1  # the group's reference is released at its end
+
+
+def test_comm_init_all_returns_comm_objects(stub):
+    comms = b.comm_init_all(2, [0, 1])
+    assert [type(c) for c in comms] == [b.Comm, b.Comm]
+    assert comms[0] == OUT_BASE + idx(BY_PY["comm_init_all"])
+
+
+@pytest.mark.parametrize("entry", [e for e in TABLE if any(p.kind in ("comm", "win")
+                                                            for p in e.params)],
+                         ids=lambda e: e.pyname)
+def test_every_handle_parameter_refuses_the_other_kind_of_handle(stub, entry):
+    """A Window where a Comm is expected (and vice versa) is a TypeError that
+    names both, before the library is called."""
+    p = next(p for p in entry.py_params if p.kind in ("comm", "win"))
+    want, other = ("Comm", b.Window) if p.kind == "comm" else ("Window", b.Comm)
+    before = stub.nccl4pyStubCallCount()
+    args = {q.pyname: 0 for q in entry.py_params if not q.default}
+    args[p.pyname] = other(PTRS[0])
+    with pytest.raises(TypeError, match=f"{p.pyname} must be a {want}.*not a {other.__name__}"):
+        getattr(b, entry.pyname)(**args)
+    assert stub.nccl4pyStubCallCount() == before

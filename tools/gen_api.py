@@ -54,18 +54,63 @@ class Kind:
     pytype: str = "int"        # Python argument type (.pyi)
     ret: str = "int"           # out: Python result type (.pyi)
     doc: str = ""              # what the argument is
+    one_int: bool = True       # in with conv: the Python argument is one int
+    handle: str = ""           # out: the handle object kind (N4P_H_*) returned for it
 
 
 _PTR = dict(conv="n4p_arg_ptr", cast="(void **)")
 _ENUM = dict(conv="n4p_arg_int", local="int")
+
+
+def _storage(ctype: str, what: str) -> Kind:
+    """Caller storage of a struct the library fills: an address or an object
+    with an int .ptr (a struct object)."""
+    return Kind(ctype, "in", conv="n4p_arg_storage", local="void *", cast="(void **)",
+                pytype="SupportsPtr | int", doc=f"storage for the {what}: an object with "
+                "an int .ptr (a struct object) or its address")
+
+
+def _value(ctype: str, conv: str, pytype: str, doc: str) -> Kind:
+    """A struct passed by value."""
+    return Kind(ctype, "in", conv=conv, local=ctype, pytype=pytype, doc=doc, one_int=False)
+
+
+_TEAM_DOC = ("team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object "
+             "with those attributes, or the address of an ncclTeam_t")
 KINDS: dict[str, Kind] = {
     # one Python int each
     "cptr": Kind("const void*", "in", local="const void*", doc="address of the data to send", **_PTR),
     "ptr": Kind("void*", "in", local="void*", doc="address", **_PTR),
-    "comm": Kind("ncclComm_t", "in", local="ncclComm_t", doc="communicator handle", **_PTR),
+    "comm": Kind("ncclComm_t", "in", conv="n4p_arg_comm", cast="(void **)", local="ncclComm_t",
+                 pytype="Comm | int", doc="communicator handle (a Comm or an int)"),
     "stream": Kind("cudaStream_t", "in", local="cudaStream_t",
                    doc="stream handle (0: the default stream)", **_PTR),
-    "win": Kind("ncclWindow_t", "in", local="ncclWindow_t", doc="window handle", **_PTR),
+    "win": Kind("ncclWindow_t", "in", conv="n4p_arg_win", cast="(void **)", local="ncclWindow_t",
+                pytype="Window | int", doc="window handle (a Window or an int)"),
+    "param": Kind("ncclParamHandle_t", "in", local="ncclParamHandle_t",
+                  doc="parameter handle (from param_bind)", **_PTR),
+    "collconfig": Kind("const ncclCollConfig_t*", "in", conv="n4p_arg_addr_opt", cast="(void **)",
+                       local="const void *", pytype="SupportsPtr | int | None",
+                       doc="per-call config: an object with an int .ptr (a CollConfig) or its "
+                           "address; None or 0 for none"),
+    "encconfig": Kind("const ncclEncryptionConfig_t*", "in", conv="n4p_arg_addr", cast="(void **)",
+                      local="const void *", pytype="SupportsPtr | int",
+                      doc="an object with an int .ptr (an EncryptionConfig) or its address"),
+    "lsabar": _storage("ncclLsaBarrierHandle_t*", "LsaBarrierHandle"),
+    "ginbar": _storage("ncclGinBarrierHandle_t*", "GinBarrierHandle"),
+    "lla2a": _storage("ncclLLA2AHandle_t*", "LLA2AHandle"),
+    "outbox": _storage("ncclGinOutboxHandle*", "GIN outbox handle (8 bytes)"),
+    "inbox": _storage("ncclGinInboxA2AHandle*", "GIN all-to-all inbox handle (16 bytes)"),
+    "resreq": _storage("ncclDevResourceRequirements_t*", "DevResourceRequirements"),
+    "resreq2": _storage("ncclDevResourceRequirements*", "DevResourceRequirements"),
+    "team": _value("ncclTeam_t", "n4p_arg_team", "TeamLike", _TEAM_DOC),
+    "teamv": _value("ncclTeam", "n4p_arg_team", "TeamLike", _TEAM_DOC),
+    "multimem": _value("ncclMultimemHandle_t", "n4p_arg_multimem", "MultimemLike",
+                       "multimem handle (passed by value): an object with an int .mc_base_ptr "
+                       "(a MultimemHandle), a (mc_base_ptr,) tuple, or the address of an "
+                       "ncclMultimemHandle_t"),
+    "cstr": Kind("const char*", "in", conv="n4p_arg_cstr", local="const char *", pytype="str | bytes",
+                 doc="text (str, or bytes without NUL)", one_int=False),
     "size": Kind("size_t", "in", conv="n4p_arg_size", local="size_t", doc="int in [0, 2**64)"),
     "int": Kind("int", "in", conv="n4p_arg_int", local="int", doc="C int"),
     "uint": Kind("unsigned int", "in", conv="n4p_arg_uint", local="unsigned int",
@@ -77,6 +122,7 @@ KINDS: dict[str, Kind] = {
                       **_ENUM),
     "memstat": Kind("ncclCommMemStat_t", "in", doc="which statistic (CommMemStat)", **_ENUM),
     "result": Kind("ncclResult_t", "in", doc="status code (Result)", **_ENUM),
+    "cftmode": Kind("ncclCftTeamMode_t", "in", doc="team shape (CftTeamMode)", **_ENUM),
     # other inputs
     "uid": Kind("ncclUniqueId", "in", pytype="UniqueId | Buffer | int",
                 doc="unique id (passed by value): a UniqueId or 128 bytes, or their address"),
@@ -102,14 +148,42 @@ KINDS: dict[str, Kind] = {
                         "holding them all"),
     "int_array": Kind("int*", "array", pytype="Sequence[int] | int | None",
                       doc="ints: a sequence (copied for the call), an address, or None"),
+    "cint_array": Kind("const int*", "array", pytype="Sequence[int] | int | None",
+                       doc="ints: a sequence (copied for the call), an address, or None"),
     "size_array": Kind("const size_t*", "array", pytype="Sequence[int] | int",
                        doc="size_t values: a sequence (copied for the call) or an address"),
     # written by the library
     "out_ptr": Kind("void**", "out", local="void *", zero="NULL", box="PyLong_FromVoidPtr({v})", doc="address"),
     "out_comm": Kind("ncclComm_t*", "out", local="ncclComm_t", zero="NULL", box="PyLong_FromVoidPtr((void *){v})",
-                     doc="new communicator handle"),
+                     ret="Comm", handle="N4P_H_COMM", doc="new communicator handle"),
     "out_win": Kind("ncclWindow_t*", "out", local="ncclWindow_t", zero="NULL",
-                    box="PyLong_FromVoidPtr((void *){v})", doc="new window handle"),
+                    box="PyLong_FromVoidPtr((void *){v})", ret="Window", handle="N4P_H_WINDOW",
+                    doc="new window handle"),
+    "out_param": Kind("ncclParamHandle_t*", "out", local="ncclParamHandle_t", zero="NULL",
+                      box="PyLong_FromVoidPtr((void *){v})", doc="parameter handle"),
+    "out_i8": Kind("int8_t*", "out", local="int8_t", box="PyLong_FromLong((long){v})", doc="int8"),
+    "out_i16": Kind("int16_t*", "out", local="int16_t", box="PyLong_FromLong((long){v})",
+                    doc="int16"),
+    "out_i32": Kind("int32_t*", "out", local="int32_t", box="PyLong_FromLong((long){v})",
+                    doc="int32"),
+    "out_i64": Kind("int64_t*", "out", local="int64_t", box="PyLong_FromLongLong((long long){v})",
+                    doc="int64"),
+    "out_u8": Kind("uint8_t*", "out", local="uint8_t", box="PyLong_FromLong((long){v})",
+                   doc="uint8"),
+    "out_u16": Kind("uint16_t*", "out", local="uint16_t", box="PyLong_FromLong((long){v})",
+                    doc="uint16"),
+    "out_u32": Kind("uint32_t*", "out", local="uint32_t",
+                    box="PyLong_FromUnsignedLong((unsigned long){v})", doc="uint32"),
+    "out_leid": Kind("ncclCftLeId*", "out", local="ncclCftLeId",
+                     box="PyLong_FromUnsignedLong((unsigned long){v})", doc="load/store endpoint id"),
+    "out_size": Kind("size_t*", "out", local="size_t", box="PyLong_FromSize_t({v})",
+                     doc="offset in bytes"),
+    "out_cstr": Kind("const char**", "out", local="const char *", zero="NULL",
+                     box="n4p_str_result({v})", ret="str", doc="text"),
+    # written by the library, returned by hand-written wrappers (name[len]: len is
+    # the out_int the library sets to their length)
+    "out_bytes": Kind("void*", "out", ret="bytes", doc="the value's bytes"),
+    "out_cstr_list": Kind("const char***", "out", ret="list[str]", doc="names"),
     "out_int": Kind("int*", "out", local="int", box="PyLong_FromLong((long){v})", doc="C int"),
     "out_result": Kind("ncclResult_t*", "out", local="ncclResult_t",
                        box="PyLong_FromLong((long){v})", doc="status code (Result)"),
@@ -129,11 +203,12 @@ KINDS: dict[str, Kind] = {
                         ret="DevComm", doc="storage: a DevComm or its address"),
 }
 C_TYPES = {k: v.ctype for k, v in KINDS.items()}
-RET_TYPES = {"status": "ncclResult_t", "cstr": "const char*", "int": "int", "void": "void"}
+RET_TYPES = {"status": "ncclResult_t", "cstr": "const char*", "int": "int", "void": "void",
+             "team": "ncclTeam_t"}
 FLAGS = {"host", "hand"}
 # Kinds a wrapper converts from one Python int: their entries' wrappers are
 # the simplest generated shape (and the hot path of nccl.bindings).
-SIMPLE_KINDS = {k for k, v in KINDS.items() if v.conv}
+SIMPLE_KINDS = {k for k, v in KINDS.items() if v.conv and v.one_int}
 
 
 def snake(name: str) -> str:
@@ -204,8 +279,11 @@ class Entry:
 
     @property
     def returned(self) -> list[Param]:
-        """Out-parameters the wrapper returns (without caller storage)."""
-        return [p for p in self.params if p.k.role == "out" and not p.optional_out]
+        """Out-parameters the wrapper returns (without caller storage and
+        without the lengths of other outs)."""
+        lengths = {p.length for p in self.params if p.k.role == "out"}
+        return [p for p in self.params if p.k.role == "out" and not p.optional_out
+                and p.name not in lengths]
 
     def proto(self, fname: str) -> str:
         ps = ", ".join(f"{p.ctype} {p.name}" for p in self.params) or "void"
@@ -259,7 +337,8 @@ def _validate(e: Entry, where: str) -> None:
             raise SystemExit(f"{where}: {p.name}[{p.length}]: no parameter {p.length}")
         if p.k.role == "array" and not p.length and not e.hand:
             raise SystemExit(f"{where}: the array {p.name} needs its length, {p.name}[len]")
-        if p.length and next(q for q in e.params if q.name == p.length).kind != "int":
+        want = ("int", "out_int") if p.k.role == "out" else ("int",)
+        if p.length and next(q for q in e.params if q.name == p.length).kind not in want:
             raise SystemExit(f"{where}: the length {p.length} must be an int parameter")
     if opts and e.ret == "status" and len(e.returned) > 0:
         raise SystemExit(f"{where}: an optional out-argument excludes other returned outs")
@@ -345,7 +424,6 @@ def _gen_prologue(e: Entry) -> list[str]:
     if n:
         names = ", ".join(f'"{p.pyname}"' for p in pys)
         out.append(f"    static const char *const kw[] = {{{names}, NULL}};")
-        out.append(f"    PyObject *a[{n}];")
         trailing = 0  # the run of optional arguments at the end
         for p in reversed(pys):
             if p.default or p is opt:
@@ -354,13 +432,18 @@ def _gen_prologue(e: Entry) -> list[str]:
                 break
         slot = pys.index(opt) if opt is not None else -1
         if opt is not None and slot < n - trailing:
+            out.append(f"    PyObject *a[{n}];")
             out.append(f'    int given = n4p_parse_args_out(args, nargs, kwnames, "{e.pyname}", '
                        f"kw, {n}, {slot}, a);")
             out.append("    if (given < 0)")
+            out.append("        return NULL;")
         else:
-            out.append(f'    if (n4p_parse_args(args, nargs, kwnames, "{e.pyname}", kw, '
-                       f"{n - trailing}, {n}, a) < 0)")
-        out.append("        return NULL;")
+            # every argument positional (the common case): the caller's array
+            out += [f"    PyObject *parsed[{n}];", "    PyObject *const *a = args;",
+                    f"    if (kwnames != NULL || nargs != {n}) {{",
+                    f'        if (n4p_parse_args(args, nargs, kwnames, "{e.pyname}", kw, '
+                    f"{n - trailing}, {n}, parsed) < 0)",
+                    "            return NULL;", "        a = parsed;", "    }"]
         if opt is not None and slot >= n - trailing:
             out.append(f"    int given = a[{slot}] != NULL;")
     else:
@@ -378,10 +461,11 @@ def _gen_general(e: Entry) -> list[str]:
     slot = {p.name: j for j, p in enumerate(pys)}
     opt = e.optional_out
     idx = {p.name: i for i, p in enumerate(e.params)}
-    if any(p.k.struct for p in e.params):
+    if any(p.k.struct or (p.optional_out and p.k.handle) for p in e.params):
         out.append("    n4p_state *st = n4p_get_state(mod);")
     # locals; everything that needs releasing is declared before the first jump
     decls, convs, late, cleanup = [], [], [], []
+    handles: list[tuple[int, str]] = []
     newobj = False
     for i, p in enumerate(e.params):
         k, v = p.k, f"v{i}"
@@ -426,6 +510,13 @@ def _gen_general(e: Entry) -> list[str]:
             else:
                 given = (f'n4p_arg_struct(st, {k.struct}, {src}, "{p.pyname}", 0, &{v}) < 0', "")
             convs.append(("@out", (p, v, given)))
+        elif k.role == "out" and p.optional_out and k.handle:
+            # omitted: a new handle object whose slot the library fills (and
+            # may fill later: the object is kept until the group ends)
+            decls.append(f"    void *o{i} = NULL;")
+            decls.append(f"    PyObject *h{i} = NULL;")
+            handles.append((i, k.handle))
+            convs.append((f'given && n4p_arg_out_ptr({src}, "{p.pyname}", &o{i})', p))
         elif k.role == "out":
             sep = "" if k.local.endswith("*") else " "
             decls.append(f"    {k.local}{sep}{v} = {k.zero};")
@@ -441,6 +532,8 @@ def _gen_general(e: Entry) -> list[str]:
             if p.k.role == "out":
                 decls.append(f"    void *p{i} = NULL;")
             stamps.append((i, p))
+    for i, _ in handles:
+        cleanup.append(f"    Py_XDECREF(h{i});")
     has_cleanup = bool(cleanup) or newobj
     fail = "goto done" if has_cleanup else "return NULL"
     out += decls
@@ -473,6 +566,12 @@ def _gen_general(e: Entry) -> list[str]:
     for c in late:
         out.append(f"    if ({c} < 0)")
         out.append(f"        {fail};")
+    for i, hk in handles:
+        out.append("    if (!given) {")
+        out.append(f"        if ((h{i} = n4p_handle_new(st, {hk}, NULL)) == NULL)")
+        out.append(f"            {fail};")
+        out.append(f"        o{i} = n4p_handle_slot(h{i});")
+        out.append("    }")
     # the call
     callargs = []
     for i, p in enumerate(e.params):
@@ -487,6 +586,8 @@ def _gen_general(e: Entry) -> list[str]:
             callargs.append(f"({p.ctype}){v}.ptr")
         elif k.struct:
             callargs.append(f"({p.ctype}){v}")
+        elif p.optional_out and k.handle:
+            callargs.append(f"({p.ctype})o{i}")
         elif p.optional_out:
             callargs.append(f"given ? ({p.ctype})o{i} : &{v}")
         else:
@@ -504,6 +605,11 @@ def _gen_general(e: Entry) -> list[str]:
         out += ["    Py_BEGIN_ALLOW_THREADS", f"    {call};", "    Py_END_ALLOW_THREADS",
                 "    Py_RETURN_NONE;"]
         return out
+    if e.ret == "team":
+        out += ["    ncclTeam_t t;", "    Py_BEGIN_ALLOW_THREADS", f"    t = {call};",
+                "    Py_END_ALLOW_THREADS",
+                "    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);"]
+        return out
     out += ["    ncclResult_t r;", "    Py_BEGIN_ALLOW_THREADS", f"    r = {call};",
             "    Py_END_ALLOW_THREADS"]
     for i, p in stamps:
@@ -514,6 +620,9 @@ def _gen_general(e: Entry) -> list[str]:
     rets = e.returned
     if opt is not None and opt.k.struct:
         value = "given ? Py_NewRef(Py_None) : Py_NewRef(obj)"
+    elif opt is not None and opt.k.handle:
+        h = f"h{idx[opt.name]}"
+        value = f"given ? PyLong_FromLong((long)r) : n4p_handle_result({h})"
     elif opt is not None:
         v = f"v{idx[opt.name]}"
         value = f"given ? PyLong_FromLong((long)r) : {opt.k.box.format(v=v)}"
@@ -601,11 +710,18 @@ def _ret_type(e: Entry) -> str:
         return "int"
     if e.ret == "void":
         return "None"
+    if e.ret == "team":
+        return "Team"
     rets = e.returned
-    types = [("list[int]" if p.length else p.k.ret) for p in rets]
+    types = [(f"list[{p.k.ret}]" if _is_list(e, p) else p.k.ret) for p in rets]
     if not types:
         return "None"
     return types[0] if len(types) == 1 else f"tuple[{', '.join(types)}]"
+
+
+def _is_list(e: Entry, p: Param) -> bool:
+    """An out-array the wrapper returns as a list (its length is an input)."""
+    return bool(p.length) and next(q for q in e.params if q.name == p.length).kind == "int"
 
 
 def _symbol_text(e: Entry) -> str:
@@ -632,8 +748,11 @@ def docstring(e: Entry) -> str:
                       f"  {e.pyname}({_py_sig(e, False)}) -> None",
                       f"      the library fills {opt.pyname}, the caller's storage."]
         else:
-            lines += [f"  {e.pyname}({short}) -> int",
-                      "      nccl4py 0.2: returns the " + opt.k.doc + ";",
+            lines += [f"  {e.pyname}({short}) -> {opt.k.ret}",
+                      f"      nccl4py 0.2 and 0.5+: returns the {opt.k.doc}, a {opt.k.ret} whose",
+                      "      slot the library filled (and fills later for non-blocking calls and",
+                      "      groups); it behaves as the int handle (comparison, hashing,",
+                      "      arithmetic);",
                       f"  {e.pyname}({_py_sig(e, False)}) -> int",
                       f"      nccl4py 0.3: {opt.pyname} is the address of caller storage "
                       "(e.g. PointerBox().address)",
@@ -662,9 +781,11 @@ def docstring(e: Entry) -> str:
             lines.append("  int: the function's result.")
         elif e.ret == "void":
             lines.append("  None.")
+        elif e.ret == "team":
+            lines.append("  Team: the team (n_ranks, rank, stride), returned by value.")
         elif e.returned:
             descr = "; ".join(f"{snake(p.name)}: {p.k.doc}" + (f", a list of {snake(p.length)}"
-                                                               if p.length else "")
+                                                               if _is_list(e, p) else "")
                               for p in e.returned)
             lines.append(f"  {rt}: {descr}.")
         else:
@@ -721,7 +842,7 @@ def gen_host_decls(entries: list[Entry]) -> str:
 def _record_stmt(p: Param, e: Entry) -> list[str]:
     n = p.name
     k = p.kind
-    if k in ("int_array",):
+    if k in ("int_array", "cint_array"):
         ln = p.length
         return [f'    rec(" {n}={k}:0x%llx[", (unsigned long long)(uintptr_t){n});',
                 f"    if ({n}) for (int i = 0; i < (int)({ln}); i++) rec(\"%s%d\", i ? \",\" : \"\", {n}[i]);",
@@ -730,25 +851,46 @@ def _record_stmt(p: Param, e: Entry) -> list[str]:
         return [f'    rec(" {n}={k}:0x%llx[", (unsigned long long)(uintptr_t){n});',
                 f"    if ({n}) for (int i = 0; i < stub_array_len; i++) rec(\"%s%llu\", i ? \",\" : \"\", (unsigned long long){n}[i]);",
                 '    rec("]");']
-    if "*" in C_TYPES[k] or k in ("comm", "stream", "win"):
+    if k in ("team", "teamv"):
+        return [f'    rec(" {n}={k}:%d,%d,%d", {n}.nRanks, {n}.rank, {n}.stride);']
+    if k == "multimem":
+        return [f'    rec(" {n}={k}:0x%llx", (unsigned long long)(uintptr_t){n}.mcBasePtr);']
+    if k == "cstr":
+        return [f'    rec(" {n}={k}:%s", {n} ? {n} : "(null)");']
+    if "*" in C_TYPES[k] or k in ("comm", "stream", "win", "param"):
         s = [f'    rec(" {n}={k}:0x%llx", (unsigned long long)(uintptr_t){n});']
-        if k in ("config", "cuid_ptr", "uid_array", "sigdesc", "devreqs"):
+        if k in ("config", "cuid_ptr", "uid_array", "sigdesc", "devreqs", "collconfig"):
             s.append(f"    if (stub_deref && {n}) rec_bytes(\"{n}\", {n}, sizeof(*{n}));")
         return s
     if k == "size":
         return [f'    rec(" {n}={k}:%llu", (unsigned long long){n});']
     if k == "uint":
         return [f'    rec(" {n}={k}:%u", {n});']
-    if k in ("int", "dtype", "redop", "residence", "memstat", "result"):
+    if k in ("int", "dtype", "redop", "residence", "memstat", "result", "cftmode"):
         return [f'    rec(" {n}={k}:%d", (int){n});']
     if k == "uid":
         return [f'    rec(" {n}={k}:");', f"    rec_hex(&{n}, sizeof {n});"]
     raise AssertionError(k)
 
 
-def _out_stmt(p: Param, idx: int) -> list[str]:
+def _out_stmt(p: Param, idx: int, e: Entry) -> list[str]:
     n = p.name
     k = p.kind
+    # the length of another out: set with it
+    owner = next((q for q in e.params if q.length == n and q.k.role == "out"), None)
+    if owner is not None:
+        if owner.kind == "out_cstr":
+            return [f"    if (stub_write_outputs && {n}) *{n} = (int)strlen(stub_text);"]
+        if owner.kind == "out_cstr_list":
+            return [f"    if (stub_write_outputs && {n}) *{n} = STUB_NKEYS;"]
+        if owner.kind == "out_bytes":
+            cap = next(q.name for q in e.params if q.kind == "int")
+            return [f"    if (stub_write_outputs && {n}) *{n} = {cap} < (int)sizeof stub_bytes "
+                    f"? 0 : (int)sizeof stub_bytes;"]
+    if k == "out_bytes":
+        cap = next(q.name for q in e.params if q.kind == "int")
+        return [f"    if (stub_write_outputs && {n} && {cap} >= (int)sizeof stub_bytes) "
+                f"memcpy({n}, stub_bytes, sizeof stub_bytes);"]
     fill = {
         "out_ptr": f"*{n} = (void *)(uintptr_t)(STUB_OUT_BASE + {idx});",
         "out_comm": f"*{n} = (ncclComm_t)(uintptr_t)(STUB_OUT_BASE + {idx});",
@@ -757,6 +899,18 @@ def _out_stmt(p: Param, idx: int) -> list[str]:
         "out_result": f"*{n} = (ncclResult_t)stub_async_result;",
         "out_redop": f"*{n} = (ncclRedOp_t)(STUB_OUT_INT + {idx});",
         "out_u64": f"*{n} = STUB_OUT_U64 + {idx};",
+        "out_param": f"*{n} = (ncclParamHandle_t)(uintptr_t)(STUB_OUT_BASE + {idx});",
+        "out_i8": f"*{n} = (int8_t)-{idx};",
+        "out_i16": f"*{n} = (int16_t)(-1000 - {idx});",
+        "out_i32": f"*{n} = -(STUB_OUT_INT + {idx});",
+        "out_i64": f"*{n} = -(int64_t)(STUB_OUT_U64 + {idx});",
+        "out_u8": f"*{n} = (uint8_t)(200 + {idx} % 50);",
+        "out_u16": f"*{n} = (uint16_t)(60000 + {idx});",
+        "out_u32": f"*{n} = 4000000000u + {idx};",
+        "out_leid": f"*{n} = 0xfffffff0u + {idx} % 8;",
+        "out_size": f"*{n} = (size_t)STUB_OUT_U64 + {idx};",
+        "out_cstr": f"*{n} = stub_text;",
+        "out_cstr_list": f"*{n} = stub_keys;",
         "uid_ptr": f"for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) {n}->internal[i] = (char)(i * 7 + {idx});",
         "siminfo": f"{n}->estimatedTime = 1.5f + {idx};",
         "props": f"{n}->rank = 3; {n}->nRanks = 8; {n}->cudaDev = 5; {n}->nvmlDev = 6; "
@@ -791,6 +945,10 @@ static int stub_async_result;
 static int stub_array_len;
 static int stub_deref;
 static int stub_write_outputs = 1;
+static const char stub_text[] = "stub-text";
+#define STUB_NKEYS 3
+static const char *stub_keys[STUB_NKEYS] = {"STUB_KEY_A", "STUB_KEY_B", "STUB_KEY_C"};
+static const unsigned char stub_bytes[6] = {1, 2, 3, 250, 0, 7};
 
 static void rec(const char *fmt, ...)
 {
@@ -879,13 +1037,16 @@ def gen_stub_c(entries: list[Entry], noop: bool) -> str:
                 out.append('    return "no-op library";')
             elif e.ret == "int":
                 out.append("    return 0;")
+            elif e.ret == "team":
+                out.append("    ncclTeam_t t = {1, 0, 1};")
+                out.append("    return t;")
         else:
             out.append(f'    begin("{sym}");')
             for p in e.params:
                 out += _record_stmt(p, e)
             if e.ret == "status":
                 for p in e.params:
-                    out += _out_stmt(p, idx)
+                    out += _out_stmt(p, idx, e)
                 out.append("    return (ncclResult_t)stub_result;")
             elif sym == "ncclGetErrorString":
                 out.append('    static char msg[64];')
@@ -895,6 +1056,9 @@ def gen_stub_c(entries: list[Entry], noop: bool) -> str:
                 out.append('    return "stub last error";')
             elif e.ret == "int":
                 out.append(f"    return STUB_OUT_INT + {idx};")
+            elif e.ret == "team":
+                out.append(f"    ncclTeam_t t = {{STUB_OUT_INT + {idx}, {idx}, 3}};")
+                out.append("    return t;")
         out.append("}")
         out.append("#endif")
         out.append("")

@@ -166,7 +166,7 @@ class Communicator(_nccl._CommunicatorBase):
         devlist = [operator.index(d) for d in devices]
         if not devlist:
             return []
-        return [cls._owning(p) for p in _b.comm_init_all(len(devlist), devlist)]
+        return [cls._owning(int(p)) for p in _b.comm_init_all(len(devlist), devlist)]
 
     @classmethod
     def _owning(cls, ptr: int) -> "Communicator":

@@ -4,7 +4,7 @@
 #define NCCL4PY_GEN_API_TABLE_H
 #include "../nccl_api.h"
 
-#define N4P_API_COUNT 58
+#define N4P_API_COUNT 98
 
 enum {
     N4P_IDX_ncclGetVersion,
@@ -62,7 +62,47 @@ enum {
     N4P_IDX_ncclGetLsaMultimemDevicePointer,
     N4P_IDX_ncclGetLsaDevicePointer,
     N4P_IDX_ncclGetPeerDevicePointer,
+    N4P_IDX_ncclGetMultimemDevicePointer,
+    N4P_IDX_ncclGetMultimemDeviceLeInfo,
+    N4P_IDX_ncclGetCftDeviceLeInfo,
+    N4P_IDX_ncclGetPeerDeviceLeInfo,
+    N4P_IDX_ncclAllReduceConfig,
+    N4P_IDX_ncclBroadcastConfig,
+    N4P_IDX_ncclReduceConfig,
+    N4P_IDX_ncclAllGatherConfig,
+    N4P_IDX_ncclReduceScatterConfig,
+    N4P_IDX_ncclAlltoAllConfig,
+    N4P_IDX_ncclGatherConfig,
+    N4P_IDX_ncclScatterConfig,
+    N4P_IDX_ncclTeamWorld,
+    N4P_IDX_ncclTeamLsa,
+    N4P_IDX_ncclTeamRail,
+    N4P_IDX_ncclTeamCft,
+    N4P_IDX_ncclTeamCftMultimem,
+    N4P_IDX_ncclTeamRankToWorld,
+    N4P_IDX_ncclTeamRankToLsa,
+    N4P_IDX_ncclLsaBarrierCreateRequirement,
+    N4P_IDX_ncclGinBarrierCreateRequirement,
     N4P_IDX_ncclLLA2ACalcSlots,
+    N4P_IDX_ncclLLA2ACreateRequirement,
+    N4P_IDX_ncclGinOutboxCreateRequirement,
+    N4P_IDX_ncclGinInboxA2ACreateRequirement,
+    N4P_IDX_ncclSetEncryption,
+    N4P_IDX_ncclParamBind,
+    N4P_IDX_ncclParamGetI8,
+    N4P_IDX_ncclParamGetI16,
+    N4P_IDX_ncclParamGetI32,
+    N4P_IDX_ncclParamGetI64,
+    N4P_IDX_ncclParamGetU8,
+    N4P_IDX_ncclParamGetU16,
+    N4P_IDX_ncclParamGetU32,
+    N4P_IDX_ncclParamGetU64,
+    N4P_IDX_ncclParamGetStr,
+    N4P_IDX_ncclParamGet,
+    N4P_IDX_ncclParamGetParameter,
+    N4P_IDX_ncclParamGetAllParameterKeys,
+    N4P_IDX_ncclParamDumpAll,
+    N4P_IDX_ncclResetDebugInit,
     N4P_IDX_ncclAllReduceWithBias,
     N4P_IDX_ncclAllToAllv,
 };
@@ -76,7 +116,7 @@ typedef ncclResult_t (*ncclMemFree_fn)(void*);
 typedef ncclResult_t (*ncclCommInitRank_fn)(ncclComm_t*, int, ncclUniqueId, int);
 typedef ncclResult_t (*ncclCommInitRankConfig_fn)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
 typedef ncclResult_t (*ncclCommInitRankScalable_fn)(ncclComm_t*, int, int, int, ncclUniqueId*, ncclConfig_t*);
-typedef ncclResult_t (*ncclCommInitAll_fn)(ncclComm_t*, int, int*);
+typedef ncclResult_t (*ncclCommInitAll_fn)(ncclComm_t*, int, const int*);
 typedef ncclResult_t (*ncclCommFinalize_fn)(ncclComm_t);
 typedef ncclResult_t (*ncclCommDestroy_fn)(ncclComm_t);
 typedef ncclResult_t (*ncclCommAbort_fn)(ncclComm_t);
@@ -122,7 +162,47 @@ typedef ncclResult_t (*ncclDevCommDestroy_fn)(ncclComm_t, const ncclDevComm_t*);
 typedef ncclResult_t (*ncclGetLsaMultimemDevicePointer_fn)(ncclWindow_t, size_t, void**);
 typedef ncclResult_t (*ncclGetLsaDevicePointer_fn)(ncclWindow_t, size_t, int, void**);
 typedef ncclResult_t (*ncclGetPeerDevicePointer_fn)(ncclWindow_t, size_t, int, void**);
+typedef ncclResult_t (*ncclGetMultimemDevicePointer_fn)(ncclWindow_t, size_t, ncclMultimemHandle_t, void**);
+typedef ncclResult_t (*ncclGetMultimemDeviceLeInfo_fn)(ncclWindow_t, size_t, ncclCftLeId*, size_t*);
+typedef ncclResult_t (*ncclGetCftDeviceLeInfo_fn)(ncclWindow_t, size_t, int, ncclTeam_t, ncclCftLeId*, size_t*);
+typedef ncclResult_t (*ncclGetPeerDeviceLeInfo_fn)(ncclWindow_t, size_t, int, ncclCftLeId*, size_t*);
+typedef ncclResult_t (*ncclAllReduceConfig_fn)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
+typedef ncclResult_t (*ncclBroadcastConfig_fn)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
+typedef ncclResult_t (*ncclReduceConfig_fn)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
+typedef ncclResult_t (*ncclAllGatherConfig_fn)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
+typedef ncclResult_t (*ncclReduceScatterConfig_fn)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
+typedef ncclResult_t (*ncclAlltoAllConfig_fn)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
+typedef ncclResult_t (*ncclGatherConfig_fn)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
+typedef ncclResult_t (*ncclScatterConfig_fn)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
+typedef ncclTeam_t (*ncclTeamWorld_fn)(ncclComm_t);
+typedef ncclTeam_t (*ncclTeamLsa_fn)(ncclComm_t);
+typedef ncclTeam_t (*ncclTeamRail_fn)(ncclComm_t);
+typedef ncclTeam_t (*ncclTeamCft_fn)(ncclComm_t, ncclCftTeamMode_t);
+typedef ncclTeam_t (*ncclTeamCftMultimem_fn)(ncclComm_t);
+typedef int (*ncclTeamRankToWorld_fn)(ncclComm_t, ncclTeam_t, int);
+typedef int (*ncclTeamRankToLsa_fn)(ncclComm_t, ncclTeam_t, int);
+typedef ncclResult_t (*ncclLsaBarrierCreateRequirement_fn)(ncclTeam_t, int, ncclLsaBarrierHandle_t*, ncclDevResourceRequirements_t*);
+typedef ncclResult_t (*ncclGinBarrierCreateRequirement_fn)(ncclComm_t, ncclTeam_t, int, ncclGinBarrierHandle_t*, ncclDevResourceRequirements_t*);
 typedef int (*ncclLLA2ACalcSlots_fn)(int, int);
+typedef ncclResult_t (*ncclLLA2ACreateRequirement_fn)(int, int, ncclLLA2AHandle_t*, ncclDevResourceRequirements_t*);
+typedef ncclResult_t (*ncclGinOutboxCreateRequirement_fn)(int, int, ncclGinOutboxHandle*, ncclDevResourceRequirements*);
+typedef ncclResult_t (*ncclGinInboxA2ACreateRequirement_fn)(ncclTeam, int, int, ncclGinInboxA2AHandle*, ncclDevResourceRequirements*);
+typedef ncclResult_t (*ncclSetEncryption_fn)(const ncclEncryptionConfig_t*);
+typedef ncclResult_t (*ncclParamBind_fn)(ncclParamHandle_t*, const char*);
+typedef ncclResult_t (*ncclParamGetI8_fn)(ncclParamHandle_t, int8_t*);
+typedef ncclResult_t (*ncclParamGetI16_fn)(ncclParamHandle_t, int16_t*);
+typedef ncclResult_t (*ncclParamGetI32_fn)(ncclParamHandle_t, int32_t*);
+typedef ncclResult_t (*ncclParamGetI64_fn)(ncclParamHandle_t, int64_t*);
+typedef ncclResult_t (*ncclParamGetU8_fn)(ncclParamHandle_t, uint8_t*);
+typedef ncclResult_t (*ncclParamGetU16_fn)(ncclParamHandle_t, uint16_t*);
+typedef ncclResult_t (*ncclParamGetU32_fn)(ncclParamHandle_t, uint32_t*);
+typedef ncclResult_t (*ncclParamGetU64_fn)(ncclParamHandle_t, uint64_t*);
+typedef ncclResult_t (*ncclParamGetStr_fn)(ncclParamHandle_t, const char**);
+typedef ncclResult_t (*ncclParamGet_fn)(ncclParamHandle_t, void*, int, int*);
+typedef ncclResult_t (*ncclParamGetParameter_fn)(const char*, const char**, int*);
+typedef ncclResult_t (*ncclParamGetAllParameterKeys_fn)(const char***, int*);
+typedef void (*ncclParamDumpAll_fn)(void);
+typedef void (*ncclResetDebugInit_fn)(void);
 typedef ncclResult_t (*ncclAllReduceWithBias_fn)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t, const void*);
 typedef ncclResult_t (*ncclAllToAllv_fn)(const void*, const size_t*, const size_t*, void*, const size_t*, const size_t*, ncclDataType_t, ncclComm_t, cudaStream_t);
 
@@ -186,7 +266,47 @@ const n4p_api_entry n4p_api_table[N4P_API_COUNT] = {
     {"ncclGetLsaMultimemDevicePointer\0", "get_lsa_multimem_device_pointer", "2.29.2"},
     {"ncclGetLsaDevicePointer\0", "get_lsa_device_pointer", "2.29.2"},
     {"ncclGetPeerDevicePointer\0", "get_peer_device_pointer", "2.29.2"},
+    {"ncclGetMultimemDevicePointer\0", "get_multimem_device_pointer", "2.29.2"},
+    {"ncclGetMultimemDeviceLeInfo\0", "get_multimem_device_le_info", "2.31.2"},
+    {"ncclGetCftDeviceLeInfo\0", "get_cft_device_le_info", "2.31.2"},
+    {"ncclGetPeerDeviceLeInfo\0", "get_peer_device_le_info", "2.31.2"},
+    {"ncclAllReduceConfig\0", "all_reduce_config", "2.31.2"},
+    {"ncclBroadcastConfig\0", "broadcast_config", "2.31.2"},
+    {"ncclReduceConfig\0", "reduce_config", "2.31.2"},
+    {"ncclAllGatherConfig\0", "all_gather_config", "2.31.2"},
+    {"ncclReduceScatterConfig\0", "reduce_scatter_config", "2.31.2"},
+    {"ncclAlltoAllConfig\0", "allto_all_config", "2.31.2"},
+    {"ncclGatherConfig\0", "gather_config", "2.31.2"},
+    {"ncclScatterConfig\0", "scatter_config", "2.31.2"},
+    {"ncclTeamWorld\0", "team_world", "2.28.3"},
+    {"ncclTeamLsa\0", "team_lsa", "2.28.3"},
+    {"ncclTeamRail\0", "team_rail", "2.28.3"},
+    {"ncclTeamCft\0", "team_cft", "2.31.2"},
+    {"ncclTeamCftMultimem\0", "team_cft_multimem", "2.31.2"},
+    {"ncclTeamRankToWorld\0", "team_rank_to_world", "2.28.3"},
+    {"ncclTeamRankToLsa\0", "team_rank_to_lsa", "2.28.3"},
+    {"ncclLsaBarrierCreateRequirement\0", "lsa_barrier_create_requirement", "2.28.3"},
+    {"ncclGinBarrierCreateRequirement\0", "gin_barrier_create_requirement", "2.28.7"},
     {"ncclLLA2ACalcSlots\0", "ll_a2a_calc_slots", "2.28.3"},
+    {"ncclLLA2ACreateRequirement\0", "ll_a2a_create_requirement", "2.28.3"},
+    {"ncclGinOutboxCreateRequirement\0", "gin_outbox_create_requirement", "2.30.3"},
+    {"ncclGinInboxA2ACreateRequirement\0", "gin_inbox_a2a_create_requirement", "2.30.3"},
+    {"ncclSetEncryption\0", "set_encryption", "2.32.3"},
+    {"ncclParamBind\0", "param_bind", "2.30.4"},
+    {"ncclParamGetI8\0", "param_get_i8", "2.30.4"},
+    {"ncclParamGetI16\0", "param_get_i16", "2.30.4"},
+    {"ncclParamGetI32\0", "param_get_i32", "2.30.4"},
+    {"ncclParamGetI64\0", "param_get_i64", "2.30.4"},
+    {"ncclParamGetU8\0", "param_get_u8", "2.30.4"},
+    {"ncclParamGetU16\0", "param_get_u16", "2.30.4"},
+    {"ncclParamGetU32\0", "param_get_u32", "2.30.4"},
+    {"ncclParamGetU64\0", "param_get_u64", "2.30.4"},
+    {"ncclParamGetStr\0", "param_get_str", "2.30.4"},
+    {"ncclParamGet\0", "param_get", "2.30.4"},
+    {"ncclParamGetParameter\0", "param_get_parameter", "2.30.4"},
+    {"ncclParamGetAllParameterKeys\0", "param_get_all_keys", "2.30.4"},
+    {"ncclParamDumpAll\0", "param_dump_all", "2.30.4"},
+    {"ncclResetDebugInit\0", "reset_debug_init", "2.24.3"},
     {"ncclAllReduceWithBias\0", "all_reduce_with_bias", "rccl"},
     {"ncclAllToAllv\0ncclAlltoAllv\0", "all_to_all_v", "rccl"},
 };

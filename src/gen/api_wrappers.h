@@ -11,6 +11,9 @@ PyObject *n4p_w_comm_init_all(PyObject *mod, PyObject *const *args, Py_ssize_t n
 PyObject *n4p_w_group_start(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *n4p_w_group_end(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *n4p_w_group_simulate_end(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *n4p_w_param_get(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *n4p_w_param_get_parameter(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *n4p_w_param_get_all_keys(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *n4p_w_all_to_all_v(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
 #endif

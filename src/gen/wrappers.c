@@ -24,9 +24,13 @@ static PyObject *
 w_get_unique_id(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"unique_id", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "get_unique_id", kw, 0, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_unique_id", kw, 0, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     int given = a[0] != NULL;
     ncclGetUniqueId_fn fn = (ncclGetUniqueId_fn)n4p_fn(mod, N4P_IDX_ncclGetUniqueId);
     if (fn == NULL)
@@ -63,9 +67,13 @@ static PyObject *
 w_get_error_string(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"result", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "get_error_string", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_error_string", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetErrorString_fn fn = (ncclGetErrorString_fn)n4p_fn(mod, N4P_IDX_ncclGetErrorString);
     if (fn == NULL)
         return NULL;
@@ -83,14 +91,18 @@ static PyObject *
 w_get_last_error(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "get_last_error", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_last_error", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetLastError_fn fn = (ncclGetLastError_fn)n4p_fn(mod, N4P_IDX_ncclGetLastError);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     const char *s;
     Py_BEGIN_ALLOW_THREADS
@@ -103,9 +115,13 @@ static PyObject *
 w_mem_alloc(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"size", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "mem_alloc", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "mem_alloc", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclMemAlloc_fn fn = (ncclMemAlloc_fn)n4p_fn(mod, N4P_IDX_ncclMemAlloc);
     if (fn == NULL)
         return NULL;
@@ -126,9 +142,13 @@ static PyObject *
 w_mem_free(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"ptr", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "mem_free", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "mem_free", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclMemFree_fn fn = (ncclMemFree_fn)n4p_fn(mod, N4P_IDX_ncclMemFree);
     if (fn == NULL)
         return NULL;
@@ -153,26 +173,37 @@ w_comm_init_rank(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     ncclCommInitRank_fn fn = (ncclCommInitRank_fn)n4p_fn(mod, N4P_IDX_ncclCommInitRank);
     if (fn == NULL)
         return NULL;
-    ncclComm_t v0 = NULL;
+    n4p_state *st = n4p_get_state(mod);
     void *o0 = NULL;
+    PyObject *h0 = NULL;
     int v1;
     ncclUniqueId v2;
     int v3;
+    PyObject *res = NULL;
     if (given && n4p_arg_out_ptr(a[0], "comm", &o0) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[1], "nranks", &v1) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_uid(a[2], "comm_id", &v2) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[3], "rank", &v3) < 0)
-        return NULL;
+        goto done;
+    if (!given) {
+        if ((h0 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o0 = n4p_handle_slot(h0);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(given ? (ncclComm_t*)o0 : &v0, v1, v2, v3);
+    r = fn((ncclComm_t*)o0, v1, v2, v3);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
-        return n4p_raise_status(mod, r);
-    return given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v0);
+        n4p_raise_status(mod, r);
+    else
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h0);
+done:
+    Py_XDECREF(h0);
+    return res;
 }
 
 static PyObject *
@@ -187,32 +218,42 @@ w_comm_init_rank_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     if (fn == NULL)
         return NULL;
     n4p_state *st = n4p_get_state(mod);
-    ncclComm_t v0 = NULL;
     void *o0 = NULL;
+    PyObject *h0 = NULL;
     int v1;
     ncclUniqueId v2;
     int v3;
     void *v4 = NULL;
     ncclConfig_t t4;
+    PyObject *res = NULL;
     if (given && n4p_arg_out_ptr(a[0], "comm", &o0) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[1], "nranks", &v1) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_uid(a[2], "comm_id", &v2) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[3], "rank", &v3) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_struct(st, N4P_S_CONFIG, a[4], "config", 1, &v4) < 0)
-        return NULL;
+        goto done;
     if (n4p_struct_for_library(mod, N4P_S_CONFIG, 1, &v4, &t4) < 0)
-        return NULL;
+        goto done;
+    if (!given) {
+        if ((h0 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o0 = n4p_handle_slot(h0);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(given ? (ncclComm_t*)o0 : &v0, v1, v2, v3, (ncclConfig_t*)v4);
+    r = fn((ncclComm_t*)o0, v1, v2, v3, (ncclConfig_t*)v4);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
-        return n4p_raise_status(mod, r);
-    return given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v0);
+        n4p_raise_status(mod, r);
+    else
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h0);
+done:
+    Py_XDECREF(h0);
+    return res;
 }
 
 static PyObject *
@@ -227,8 +268,8 @@ w_comm_init_rank_scalable(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     if (fn == NULL)
         return NULL;
     n4p_state *st = n4p_get_state(mod);
-    ncclComm_t v0 = NULL;
     void *o0 = NULL;
+    PyObject *h0 = NULL;
     int v1;
     int v2;
     int v3;
@@ -250,16 +291,22 @@ w_comm_init_rank_scalable(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
         goto done;
     if (n4p_arg_items(st, a[4], "comm_ids", v3, "n_id", sizeof(ncclUniqueId), -1, &v4) < 0)
         goto done;
+    if (!given) {
+        if ((h0 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o0 = n4p_handle_slot(h0);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(given ? (ncclComm_t*)o0 : &v0, v1, v2, v3, (ncclUniqueId*)v4.ptr, (ncclConfig_t*)v5);
+    r = fn((ncclComm_t*)o0, v1, v2, v3, (ncclUniqueId*)v4.ptr, (ncclConfig_t*)v5);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
-        res = given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v0);
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h0);
 done:
     n4p_array_release(&v4);
+    Py_XDECREF(h0);
     return res;
 }
 
@@ -267,14 +314,18 @@ static PyObject *
 w_comm_finalize(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_finalize", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_finalize", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommFinalize_fn fn = (ncclCommFinalize_fn)n4p_fn(mod, N4P_IDX_ncclCommFinalize);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -287,14 +338,18 @@ static PyObject *
 w_comm_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_destroy", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_destroy", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommDestroy_fn fn = (ncclCommDestroy_fn)n4p_fn(mod, N4P_IDX_ncclCommDestroy);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -307,14 +362,18 @@ static PyObject *
 w_comm_abort(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_abort", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_abort", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommAbort_fn fn = (ncclCommAbort_fn)n4p_fn(mod, N4P_IDX_ncclCommAbort);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -327,15 +386,19 @@ static PyObject *
 w_comm_revoke(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "revoke_flags", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_revoke", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_revoke", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommRevoke_fn fn = (ncclCommRevoke_fn)n4p_fn(mod, N4P_IDX_ncclCommRevoke);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
     int v1;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_int(a[1], "revoke_flags", &v1) < 0)
         return NULL;
@@ -361,29 +424,39 @@ w_comm_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     ncclComm_t v0;
     int v1;
     int v2;
-    ncclComm_t v3 = NULL;
     void *o3 = NULL;
+    PyObject *h3 = NULL;
     void *v4 = NULL;
     ncclConfig_t t4;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
-        return NULL;
+    PyObject *res = NULL;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        goto done;
     if (n4p_arg_int(a[1], "color", &v1) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[2], "key", &v2) < 0)
-        return NULL;
+        goto done;
     if (given && n4p_arg_out_ptr(a[3], "newcomm", &o3) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_struct(st, N4P_S_CONFIG, a[4], "config", 1, &v4) < 0)
-        return NULL;
+        goto done;
     if (n4p_struct_for_library(mod, N4P_S_CONFIG, 1, &v4, &t4) < 0)
-        return NULL;
+        goto done;
+    if (!given) {
+        if ((h3 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o3 = n4p_handle_slot(h3);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(v0, v1, v2, given ? (ncclComm_t*)o3 : &v3, (ncclConfig_t*)v4);
+    r = fn(v0, v1, v2, (ncclComm_t*)o3, (ncclConfig_t*)v4);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
-        return n4p_raise_status(mod, r);
-    return given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v3);
+        n4p_raise_status(mod, r);
+    else
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h3);
+done:
+    Py_XDECREF(h3);
+    return res;
 }
 
 static PyObject *
@@ -401,13 +474,13 @@ w_comm_shrink(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     ncclComm_t v0;
     n4p_array_arg v1 = {0};
     int v2;
-    ncclComm_t v3 = NULL;
     void *o3 = NULL;
+    PyObject *h3 = NULL;
     void *v4 = NULL;
     int v5;
     ncclConfig_t t4;
     PyObject *res = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         goto done;
     if (n4p_arg_int(a[2], "exclude_ranks_count", &v2) < 0)
         goto done;
@@ -421,16 +494,22 @@ w_comm_shrink(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
         goto done;
     if (n4p_arg_int_array_n(a[1], "exclude_ranks_list", v2, "exclude_ranks_count", &v1) < 0)
         goto done;
+    if (!given) {
+        if ((h3 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o3 = n4p_handle_slot(h3);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(v0, (int*)v1.ptr, v2, given ? (ncclComm_t*)o3 : &v3, (ncclConfig_t*)v4, v5);
+    r = fn(v0, (int*)v1.ptr, v2, (ncclComm_t*)o3, (ncclConfig_t*)v4, v5);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
-        res = given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v3);
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h3);
 done:
     n4p_array_release(&v1);
+    Py_XDECREF(h3);
     return res;
 }
 
@@ -438,9 +517,13 @@ static PyObject *
 w_comm_get_unique_id(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "unique_id", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_get_unique_id", kw, 1, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_get_unique_id", kw, 1, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     int given = a[1] != NULL;
     ncclCommGetUniqueId_fn fn = (ncclCommGetUniqueId_fn)n4p_fn(mod, N4P_IDX_ncclCommGetUniqueId);
     if (fn == NULL)
@@ -451,7 +534,7 @@ w_comm_get_unique_id(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyO
     n4p_bytes_arg b1 = {0};
     PyObject *obj = NULL;
     PyObject *res = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         goto done;
     if (given) {
         if (n4p_arg_bytes(a[1], "unique_id", NCCL_UNIQUE_ID_BYTES, 1, &b1) < 0)
@@ -493,46 +576,60 @@ w_comm_grow(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     ncclUniqueId s2;
     const ncclUniqueId *v2 = NULL;
     int v3;
-    ncclComm_t v4 = NULL;
     void *o4 = NULL;
+    PyObject *h4 = NULL;
     void *v5 = NULL;
     ncclConfig_t t5;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
-        return NULL;
+    PyObject *res = NULL;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        goto done;
     if (n4p_arg_int(a[1], "n_ranks", &v1) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_uid_opt(a[2], "unique_id", &s2, &v2) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[3], "rank", &v3) < 0)
-        return NULL;
+        goto done;
     if (given && n4p_arg_out_ptr(a[4], "newcomm", &o4) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_struct(st, N4P_S_CONFIG, a[5], "config", 1, &v5) < 0)
-        return NULL;
+        goto done;
     if (n4p_struct_for_library(mod, N4P_S_CONFIG, 1, &v5, &t5) < 0)
-        return NULL;
+        goto done;
+    if (!given) {
+        if ((h4 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+            goto done;
+        o4 = n4p_handle_slot(h4);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(v0, v1, v2, v3, given ? (ncclComm_t*)o4 : &v4, (ncclConfig_t*)v5);
+    r = fn(v0, v1, v2, v3, (ncclComm_t*)o4, (ncclConfig_t*)v5);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
-        return n4p_raise_status(mod, r);
-    return given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v4);
+        n4p_raise_status(mod, r);
+    else
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h4);
+done:
+    Py_XDECREF(h4);
+    return res;
 }
 
 static PyObject *
 w_comm_suspend(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "flags", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_suspend", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_suspend", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommSuspend_fn fn = (ncclCommSuspend_fn)n4p_fn(mod, N4P_IDX_ncclCommSuspend);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
     int v1;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_int(a[1], "flags", &v1) < 0)
         return NULL;
@@ -547,14 +644,18 @@ static PyObject *
 w_comm_resume(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_resume", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_resume", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommResume_fn fn = (ncclCommResume_fn)n4p_fn(mod, N4P_IDX_ncclCommResume);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -567,16 +668,20 @@ static PyObject *
 w_comm_mem_stats(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "stat", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_mem_stats", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_mem_stats", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommMemStats_fn fn = (ncclCommMemStats_fn)n4p_fn(mod, N4P_IDX_ncclCommMemStats);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
     int v1;
     uint64_t v2 = 0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_int(a[1], "stat", &v1) < 0)
         return NULL;
@@ -593,15 +698,19 @@ static PyObject *
 w_comm_get_async_error(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_get_async_error", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_get_async_error", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommGetAsyncError_fn fn = (ncclCommGetAsyncError_fn)n4p_fn(mod, N4P_IDX_ncclCommGetAsyncError);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
     ncclResult_t v1 = 0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -616,15 +725,19 @@ static PyObject *
 w_comm_count(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_count", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_count", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommCount_fn fn = (ncclCommCount_fn)n4p_fn(mod, N4P_IDX_ncclCommCount);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
     int v1 = 0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -639,15 +752,19 @@ static PyObject *
 w_comm_cu_device(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_cu_device", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_cu_device", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommCuDevice_fn fn = (ncclCommCuDevice_fn)n4p_fn(mod, N4P_IDX_ncclCommCuDevice);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
     int v1 = 0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -662,15 +779,19 @@ static PyObject *
 w_comm_user_rank(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", NULL};
-    PyObject *a[1];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_user_rank", kw, 1, 1, a) < 0)
-        return NULL;
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_user_rank", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommUserRank_fn fn = (ncclCommUserRank_fn)n4p_fn(mod, N4P_IDX_ncclCommUserRank);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
     int v1 = 0;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -685,9 +806,13 @@ static PyObject *
 w_comm_query_properties(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "props", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_query_properties", kw, 1, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_query_properties", kw, 1, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     int given = a[1] != NULL;
     ncclCommQueryProperties_fn fn = (ncclCommQueryProperties_fn)n4p_fn(mod, N4P_IDX_ncclCommQueryProperties);
     if (fn == NULL)
@@ -699,7 +824,7 @@ w_comm_query_properties(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     void *p1 = NULL;
     PyObject *obj = NULL;
     PyObject *res = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         goto done;
     if (given) {
         if (n4p_arg_struct(st, N4P_S_COMM_PROPERTIES, a[1], "props", 0, &v1) < 0)
@@ -731,9 +856,13 @@ static PyObject *
 w_comm_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "buff", "size", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_register", kw, 3, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_register", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommRegister_fn fn = (ncclCommRegister_fn)n4p_fn(mod, N4P_IDX_ncclCommRegister);
     if (fn == NULL)
         return NULL;
@@ -741,7 +870,7 @@ w_comm_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject
     void* v1;
     size_t v2;
     void *v3 = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "buff", (void **)&v1) < 0)
         return NULL;
@@ -760,15 +889,19 @@ static PyObject *
 w_comm_deregister(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "handle", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_deregister", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_deregister", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommDeregister_fn fn = (ncclCommDeregister_fn)n4p_fn(mod, N4P_IDX_ncclCommDeregister);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
     void* v1;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "handle", (void **)&v1) < 0)
         return NULL;
@@ -790,46 +923,61 @@ w_comm_window_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, P
     ncclCommWindowRegister_fn fn = (ncclCommWindowRegister_fn)n4p_fn(mod, N4P_IDX_ncclCommWindowRegister);
     if (fn == NULL)
         return NULL;
+    n4p_state *st = n4p_get_state(mod);
     ncclComm_t v0;
     void* v1;
     size_t v2;
-    ncclWindow_t v3 = NULL;
     void *o3 = NULL;
+    PyObject *h3 = NULL;
     int v4;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
-        return NULL;
+    PyObject *res = NULL;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        goto done;
     if (n4p_arg_ptr(a[1], "buff", (void **)&v1) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_size(a[2], "size", &v2) < 0)
-        return NULL;
+        goto done;
     if (given && n4p_arg_out_ptr(a[3], "win", &o3) < 0)
-        return NULL;
+        goto done;
     if (n4p_arg_int(a[4], "win_flags", &v4) < 0)
-        return NULL;
+        goto done;
+    if (!given) {
+        if ((h3 = n4p_handle_new(st, N4P_H_WINDOW, NULL)) == NULL)
+            goto done;
+        o3 = n4p_handle_slot(h3);
+    }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
-    r = fn(v0, v1, v2, given ? (ncclWindow_t*)o3 : &v3, v4);
+    r = fn(v0, v1, v2, (ncclWindow_t*)o3, v4);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(r))
-        return n4p_raise_status(mod, r);
-    return given ? PyLong_FromLong((long)r) : PyLong_FromVoidPtr((void *)v3);
+        n4p_raise_status(mod, r);
+    else
+        res = given ? PyLong_FromLong((long)r) : n4p_handle_result(h3);
+done:
+    Py_XDECREF(h3);
+    return res;
 }
 
 static PyObject *
 w_comm_window_deregister(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "win", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "comm_window_deregister", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "comm_window_deregister", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclCommWindowDeregister_fn fn = (ncclCommWindowDeregister_fn)n4p_fn(mod, N4P_IDX_ncclCommWindowDeregister);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
     ncclWindow_t v1;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[1], "win", (void **)&v1) < 0)
+    if (n4p_arg_win(a[1], "win", (void **)&v1) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -842,18 +990,22 @@ static PyObject *
 w_win_get_user_ptr(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "win", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "win_get_user_ptr", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "win_get_user_ptr", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclWinGetUserPtr_fn fn = (ncclWinGetUserPtr_fn)n4p_fn(mod, N4P_IDX_ncclWinGetUserPtr);
     if (fn == NULL)
         return NULL;
     ncclComm_t v0;
     ncclWindow_t v1;
     void *v2 = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[1], "win", (void **)&v1) < 0)
+    if (n4p_arg_win(a[1], "win", (void **)&v1) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -868,9 +1020,13 @@ static PyObject *
 w_red_op_create_pre_mul_sum(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"scalar", "datatype", "residence", "comm", NULL};
-    PyObject *a[4];
-    if (n4p_parse_args(args, nargs, kwnames, "red_op_create_pre_mul_sum", kw, 4, 4, a) < 0)
-        return NULL;
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "red_op_create_pre_mul_sum", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclRedOpCreatePreMulSum_fn fn = (ncclRedOpCreatePreMulSum_fn)n4p_fn(mod, N4P_IDX_ncclRedOpCreatePreMulSum);
     if (fn == NULL)
         return NULL;
@@ -885,7 +1041,7 @@ w_red_op_create_pre_mul_sum(PyObject *mod, PyObject *const *args, Py_ssize_t nar
         return NULL;
     if (n4p_arg_int(a[2], "residence", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[3], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[3], "comm", (void **)&v4) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -900,9 +1056,13 @@ static PyObject *
 w_red_op_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"op", "comm", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "red_op_destroy", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "red_op_destroy", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclRedOpDestroy_fn fn = (ncclRedOpDestroy_fn)n4p_fn(mod, N4P_IDX_ncclRedOpDestroy);
     if (fn == NULL)
         return NULL;
@@ -910,7 +1070,7 @@ w_red_op_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     ncclComm_t v1;
     if (n4p_arg_int(a[0], "op", &v0) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[1], "comm", (void **)&v1) < 0)
+    if (n4p_arg_comm(a[1], "comm", (void **)&v1) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -923,9 +1083,13 @@ static PyObject *
 w_reduce(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "root", "comm", "stream", NULL};
-    PyObject *a[8];
-    if (n4p_parse_args(args, nargs, kwnames, "reduce", kw, 8, 8, a) < 0)
-        return NULL;
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "reduce", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclReduce_fn fn = (ncclReduce_fn)n4p_fn(mod, N4P_IDX_ncclReduce);
     if (fn == NULL)
         return NULL;
@@ -949,7 +1113,7 @@ w_reduce(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         return NULL;
     if (n4p_arg_int(a[5], "root", &v5) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[6], "comm", (void **)&v6) < 0)
+    if (n4p_arg_comm(a[6], "comm", (void **)&v6) < 0)
         return NULL;
     if (n4p_arg_ptr(a[7], "stream", (void **)&v7) < 0)
         return NULL;
@@ -964,9 +1128,13 @@ static PyObject *
 w_bcast(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"buff", "count", "datatype", "root", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "bcast", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "bcast", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclBcast_fn fn = (ncclBcast_fn)n4p_fn(mod, N4P_IDX_ncclBcast);
     if (fn == NULL)
         return NULL;
@@ -984,7 +1152,7 @@ w_bcast(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         return NULL;
     if (n4p_arg_int(a[3], "root", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -999,9 +1167,13 @@ static PyObject *
 w_broadcast(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "broadcast", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "broadcast", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclBroadcast_fn fn = (ncclBroadcast_fn)n4p_fn(mod, N4P_IDX_ncclBroadcast);
     if (fn == NULL)
         return NULL;
@@ -1022,7 +1194,7 @@ w_broadcast(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
         return NULL;
     if (n4p_arg_int(a[4], "root", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1037,9 +1209,13 @@ static PyObject *
 w_all_reduce(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "all_reduce", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "all_reduce", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclAllReduce_fn fn = (ncclAllReduce_fn)n4p_fn(mod, N4P_IDX_ncclAllReduce);
     if (fn == NULL)
         return NULL;
@@ -1060,7 +1236,7 @@ w_all_reduce(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         return NULL;
     if (n4p_arg_int(a[4], "op", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1075,9 +1251,13 @@ static PyObject *
 w_reduce_scatter(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "recvcount", "datatype", "op", "comm", "stream", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "reduce_scatter", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "reduce_scatter", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclReduceScatter_fn fn = (ncclReduceScatter_fn)n4p_fn(mod, N4P_IDX_ncclReduceScatter);
     if (fn == NULL)
         return NULL;
@@ -1098,7 +1278,7 @@ w_reduce_scatter(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
         return NULL;
     if (n4p_arg_int(a[4], "op", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1113,9 +1293,13 @@ static PyObject *
 w_all_gather(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "sendcount", "datatype", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "all_gather", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "all_gather", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclAllGather_fn fn = (ncclAllGather_fn)n4p_fn(mod, N4P_IDX_ncclAllGather);
     if (fn == NULL)
         return NULL;
@@ -1133,7 +1317,7 @@ w_all_gather(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         return NULL;
     if (n4p_arg_int(a[3], "datatype", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -1148,9 +1332,13 @@ static PyObject *
 w_allto_all(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "allto_all", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "allto_all", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclAlltoAll_fn fn = (ncclAlltoAll_fn)n4p_fn(mod, N4P_IDX_ncclAlltoAll);
     if (fn == NULL)
         return NULL;
@@ -1168,7 +1356,7 @@ w_allto_all(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
         return NULL;
     if (n4p_arg_int(a[3], "datatype", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -1183,9 +1371,13 @@ static PyObject *
 w_gather(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "gather", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "gather", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGather_fn fn = (ncclGather_fn)n4p_fn(mod, N4P_IDX_ncclGather);
     if (fn == NULL)
         return NULL;
@@ -1206,7 +1398,7 @@ w_gather(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         return NULL;
     if (n4p_arg_int(a[4], "root", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1221,9 +1413,13 @@ static PyObject *
 w_scatter(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", NULL};
-    PyObject *a[7];
-    if (n4p_parse_args(args, nargs, kwnames, "scatter", kw, 7, 7, a) < 0)
-        return NULL;
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "scatter", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclScatter_fn fn = (ncclScatter_fn)n4p_fn(mod, N4P_IDX_ncclScatter);
     if (fn == NULL)
         return NULL;
@@ -1244,7 +1440,7 @@ w_scatter(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
         return NULL;
     if (n4p_arg_int(a[4], "root", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1259,9 +1455,13 @@ static PyObject *
 w_send(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "count", "datatype", "peer", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "send", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "send", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclSend_fn fn = (ncclSend_fn)n4p_fn(mod, N4P_IDX_ncclSend);
     if (fn == NULL)
         return NULL;
@@ -1279,7 +1479,7 @@ w_send(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
         return NULL;
     if (n4p_arg_int(a[3], "peer", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -1294,9 +1494,13 @@ static PyObject *
 w_recv(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"recvbuff", "count", "datatype", "peer", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "recv", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "recv", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclRecv_fn fn = (ncclRecv_fn)n4p_fn(mod, N4P_IDX_ncclRecv);
     if (fn == NULL)
         return NULL;
@@ -1314,7 +1518,7 @@ w_recv(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
         return NULL;
     if (n4p_arg_int(a[3], "peer", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -1329,9 +1533,13 @@ static PyObject *
 w_put_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"localbuff", "count", "datatype", "peer", "peer_win", "peer_win_offset", "sig_idx", "ctx", "flags", "comm", "stream", NULL};
-    PyObject *a[11];
-    if (n4p_parse_args(args, nargs, kwnames, "put_signal", kw, 11, 11, a) < 0)
-        return NULL;
+    PyObject *parsed[11];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 11) {
+        if (n4p_parse_args(args, nargs, kwnames, "put_signal", kw, 11, 11, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclPutSignal_fn fn = (ncclPutSignal_fn)n4p_fn(mod, N4P_IDX_ncclPutSignal);
     if (fn == NULL)
         return NULL;
@@ -1354,7 +1562,7 @@ w_put_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         return NULL;
     if (n4p_arg_int(a[3], "peer", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "peer_win", (void **)&v4) < 0)
+    if (n4p_arg_win(a[4], "peer_win", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_size(a[5], "peer_win_offset", &v5) < 0)
         return NULL;
@@ -1364,7 +1572,7 @@ w_put_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         return NULL;
     if (n4p_arg_uint(a[8], "flags", &v8) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[9], "comm", (void **)&v9) < 0)
+    if (n4p_arg_comm(a[9], "comm", (void **)&v9) < 0)
         return NULL;
     if (n4p_arg_ptr(a[10], "stream", (void **)&v10) < 0)
         return NULL;
@@ -1379,9 +1587,13 @@ static PyObject *
 w_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"peer", "sig_idx", "ctx", "flags", "comm", "stream", NULL};
-    PyObject *a[6];
-    if (n4p_parse_args(args, nargs, kwnames, "signal", kw, 6, 6, a) < 0)
-        return NULL;
+    PyObject *parsed[6];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 6) {
+        if (n4p_parse_args(args, nargs, kwnames, "signal", kw, 6, 6, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclSignal_fn fn = (ncclSignal_fn)n4p_fn(mod, N4P_IDX_ncclSignal);
     if (fn == NULL)
         return NULL;
@@ -1399,7 +1611,7 @@ w_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         return NULL;
     if (n4p_arg_uint(a[3], "flags", &v3) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[4], "comm", (void **)&v4) < 0)
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
@@ -1414,9 +1626,13 @@ static PyObject *
 w_wait_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"n_desc", "signal_descs", "comm", "stream", NULL};
-    PyObject *a[4];
-    if (n4p_parse_args(args, nargs, kwnames, "wait_signal", kw, 4, 4, a) < 0)
-        return NULL;
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "wait_signal", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclWaitSignal_fn fn = (ncclWaitSignal_fn)n4p_fn(mod, N4P_IDX_ncclWaitSignal);
     if (fn == NULL)
         return NULL;
@@ -1428,7 +1644,7 @@ w_wait_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     PyObject *res = NULL;
     if (n4p_arg_int(a[0], "n_desc", &v0) < 0)
         goto done;
-    if (n4p_arg_ptr(a[2], "comm", (void **)&v2) < 0)
+    if (n4p_arg_comm(a[2], "comm", (void **)&v2) < 0)
         goto done;
     if (n4p_arg_ptr(a[3], "stream", (void **)&v3) < 0)
         goto done;
@@ -1451,9 +1667,13 @@ static PyObject *
 w_dev_comm_create(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "reqs", "out_dev_comm", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "dev_comm_create", kw, 2, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "dev_comm_create", kw, 2, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     int given = a[2] != NULL;
     ncclDevCommCreate_fn fn = (ncclDevCommCreate_fn)n4p_fn(mod, N4P_IDX_ncclDevCommCreate);
     if (fn == NULL)
@@ -1465,7 +1685,7 @@ w_dev_comm_create(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObje
     ncclDevCommRequirements_t t1;
     PyObject *obj = NULL;
     PyObject *res = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         goto done;
     if (n4p_arg_struct(st, N4P_S_DEV_COMM_REQUIREMENTS, a[1], "reqs", 0, &v1) < 0)
         goto done;
@@ -1496,16 +1716,20 @@ static PyObject *
 w_dev_comm_destroy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"comm", "dev_comm", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "dev_comm_destroy", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "dev_comm_destroy", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclDevCommDestroy_fn fn = (ncclDevCommDestroy_fn)n4p_fn(mod, N4P_IDX_ncclDevCommDestroy);
     if (fn == NULL)
         return NULL;
     n4p_state *st = n4p_get_state(mod);
     ncclComm_t v0;
     void *v1 = NULL;
-    if (n4p_arg_ptr(a[0], "comm", (void **)&v0) < 0)
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_struct(st, N4P_S_DEV_COMM, a[1], "dev_comm", 0, &v1) < 0)
         return NULL;
@@ -1520,16 +1744,20 @@ static PyObject *
 w_get_lsa_multimem_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"window", "offset", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "get_lsa_multimem_device_pointer", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_lsa_multimem_device_pointer", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetLsaMultimemDevicePointer_fn fn = (ncclGetLsaMultimemDevicePointer_fn)n4p_fn(mod, N4P_IDX_ncclGetLsaMultimemDevicePointer);
     if (fn == NULL)
         return NULL;
     ncclWindow_t v0;
     size_t v1;
     void *v2 = NULL;
-    if (n4p_arg_ptr(a[0], "window", (void **)&v0) < 0)
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_size(a[1], "offset", &v1) < 0)
         return NULL;
@@ -1546,9 +1774,13 @@ static PyObject *
 w_get_lsa_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"window", "offset", "lsa_rank", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "get_lsa_device_pointer", kw, 3, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_lsa_device_pointer", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetLsaDevicePointer_fn fn = (ncclGetLsaDevicePointer_fn)n4p_fn(mod, N4P_IDX_ncclGetLsaDevicePointer);
     if (fn == NULL)
         return NULL;
@@ -1556,7 +1788,7 @@ w_get_lsa_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
     size_t v1;
     int v2;
     void *v3 = NULL;
-    if (n4p_arg_ptr(a[0], "window", (void **)&v0) < 0)
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_size(a[1], "offset", &v1) < 0)
         return NULL;
@@ -1575,9 +1807,13 @@ static PyObject *
 w_get_peer_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"window", "offset", "peer", NULL};
-    PyObject *a[3];
-    if (n4p_parse_args(args, nargs, kwnames, "get_peer_device_pointer", kw, 3, 3, a) < 0)
-        return NULL;
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_peer_device_pointer", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclGetPeerDevicePointer_fn fn = (ncclGetPeerDevicePointer_fn)n4p_fn(mod, N4P_IDX_ncclGetPeerDevicePointer);
     if (fn == NULL)
         return NULL;
@@ -1585,7 +1821,7 @@ w_get_peer_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     size_t v1;
     int v2;
     void *v3 = NULL;
-    if (n4p_arg_ptr(a[0], "window", (void **)&v0) < 0)
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_size(a[1], "offset", &v1) < 0)
         return NULL;
@@ -1601,12 +1837,760 @@ w_get_peer_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
 }
 
 static PyObject *
+w_get_multimem_device_pointer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"window", "offset", "multimem", NULL};
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_multimem_device_pointer", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclGetMultimemDevicePointer_fn fn = (ncclGetMultimemDevicePointer_fn)n4p_fn(mod, N4P_IDX_ncclGetMultimemDevicePointer);
+    if (fn == NULL)
+        return NULL;
+    ncclWindow_t v0;
+    size_t v1;
+    ncclMultimemHandle_t v2;
+    void *v3 = NULL;
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_size(a[1], "offset", &v1) < 0)
+        return NULL;
+    if (n4p_arg_multimem(a[2], "multimem", &v2) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, &v3);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromVoidPtr(v3);
+}
+
+static PyObject *
+w_get_multimem_device_le_info(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"window", "offset", NULL};
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_multimem_device_le_info", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclGetMultimemDeviceLeInfo_fn fn = (ncclGetMultimemDeviceLeInfo_fn)n4p_fn(mod, N4P_IDX_ncclGetMultimemDeviceLeInfo);
+    if (fn == NULL)
+        return NULL;
+    ncclWindow_t v0;
+    size_t v1;
+    ncclCftLeId v2 = 0;
+    size_t v3 = 0;
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_size(a[1], "offset", &v1) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, &v2, &v3);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return Py_BuildValue("(NN)", PyLong_FromUnsignedLong((unsigned long)v2), PyLong_FromSize_t(v3));
+}
+
+static PyObject *
+w_get_cft_device_le_info(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"window", "offset", "peer_cft", "cft_team", NULL};
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_cft_device_le_info", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclGetCftDeviceLeInfo_fn fn = (ncclGetCftDeviceLeInfo_fn)n4p_fn(mod, N4P_IDX_ncclGetCftDeviceLeInfo);
+    if (fn == NULL)
+        return NULL;
+    ncclWindow_t v0;
+    size_t v1;
+    int v2;
+    ncclTeam_t v3;
+    ncclCftLeId v4 = 0;
+    size_t v5 = 0;
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_size(a[1], "offset", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "peer_cft", &v2) < 0)
+        return NULL;
+    if (n4p_arg_team(a[3], "cft_team", &v3) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, v3, &v4, &v5);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return Py_BuildValue("(NN)", PyLong_FromUnsignedLong((unsigned long)v4), PyLong_FromSize_t(v5));
+}
+
+static PyObject *
+w_get_peer_device_le_info(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"window", "offset", "peer_world", NULL};
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "get_peer_device_le_info", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclGetPeerDeviceLeInfo_fn fn = (ncclGetPeerDeviceLeInfo_fn)n4p_fn(mod, N4P_IDX_ncclGetPeerDeviceLeInfo);
+    if (fn == NULL)
+        return NULL;
+    ncclWindow_t v0;
+    size_t v1;
+    int v2;
+    ncclCftLeId v3 = 0;
+    size_t v4 = 0;
+    if (n4p_arg_win(a[0], "window", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_size(a[1], "offset", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "peer_world", &v2) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, &v3, &v4);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return Py_BuildValue("(NN)", PyLong_FromUnsignedLong((unsigned long)v3), PyLong_FromSize_t(v4));
+}
+
+static PyObject *
+w_all_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream", "config", NULL};
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "all_reduce_config", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclAllReduceConfig_fn fn = (ncclAllReduceConfig_fn)n4p_fn(mod, N4P_IDX_ncclAllReduceConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    ncclComm_t v5;
+    cudaStream_t v6;
+    const void * v7;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "op", &v4) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, (ncclRedOp_t)v4, v5, v6, (const ncclCollConfig_t*)v7);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_broadcast_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", "config", NULL};
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "broadcast_config", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclBroadcastConfig_fn fn = (ncclBroadcastConfig_fn)n4p_fn(mod, N4P_IDX_ncclBroadcastConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    ncclComm_t v5;
+    cudaStream_t v6;
+    const void * v7;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "root", &v4) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, v4, v5, v6, (const ncclCollConfig_t*)v7);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "root", "comm", "stream", "config", NULL};
+    PyObject *parsed[9];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 9) {
+        if (n4p_parse_args(args, nargs, kwnames, "reduce_config", kw, 9, 9, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclReduceConfig_fn fn = (ncclReduceConfig_fn)n4p_fn(mod, N4P_IDX_ncclReduceConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    int v5;
+    ncclComm_t v6;
+    cudaStream_t v7;
+    const void * v8;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "op", &v4) < 0)
+        return NULL;
+    if (n4p_arg_int(a[5], "root", &v5) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[6], "comm", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[7], "stream", (void **)&v7) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[8], "config", (void **)&v8) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, (ncclRedOp_t)v4, v5, v6, v7, (const ncclCollConfig_t*)v8);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_all_gather_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "sendcount", "datatype", "comm", "stream", "config", NULL};
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "all_gather_config", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclAllGatherConfig_fn fn = (ncclAllGatherConfig_fn)n4p_fn(mod, N4P_IDX_ncclAllGatherConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    ncclComm_t v4;
+    cudaStream_t v5;
+    const void * v6;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "sendcount", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[6], "config", (void **)&v6) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, v4, v5, (const ncclCollConfig_t*)v6);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_reduce_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "recvcount", "datatype", "op", "comm", "stream", "config", NULL};
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "reduce_scatter_config", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclReduceScatterConfig_fn fn = (ncclReduceScatterConfig_fn)n4p_fn(mod, N4P_IDX_ncclReduceScatterConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    ncclComm_t v5;
+    cudaStream_t v6;
+    const void * v7;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "recvcount", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "op", &v4) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, (ncclRedOp_t)v4, v5, v6, (const ncclCollConfig_t*)v7);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_allto_all_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "comm", "stream", "config", NULL};
+    PyObject *parsed[7];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 7) {
+        if (n4p_parse_args(args, nargs, kwnames, "allto_all_config", kw, 7, 7, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclAlltoAllConfig_fn fn = (ncclAlltoAllConfig_fn)n4p_fn(mod, N4P_IDX_ncclAlltoAllConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    ncclComm_t v4;
+    cudaStream_t v5;
+    const void * v6;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[4], "comm", (void **)&v4) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[6], "config", (void **)&v6) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, v4, v5, (const ncclCollConfig_t*)v6);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_gather_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", "config", NULL};
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "gather_config", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclGatherConfig_fn fn = (ncclGatherConfig_fn)n4p_fn(mod, N4P_IDX_ncclGatherConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    ncclComm_t v5;
+    cudaStream_t v6;
+    const void * v7;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "root", &v4) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, v4, v5, v6, (const ncclCollConfig_t*)v7);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream", "config", NULL};
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "scatter_config", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclScatterConfig_fn fn = (ncclScatterConfig_fn)n4p_fn(mod, N4P_IDX_ncclScatterConfig);
+    if (fn == NULL)
+        return NULL;
+    const void* v0;
+    void* v1;
+    size_t v2;
+    int v3;
+    int v4;
+    ncclComm_t v5;
+    cudaStream_t v6;
+    const void * v7;
+    if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_arg_size(a[2], "count", &v2) < 0)
+        return NULL;
+    if (n4p_arg_int(a[3], "datatype", &v3) < 0)
+        return NULL;
+    if (n4p_arg_int(a[4], "root", &v4) < 0)
+        return NULL;
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
+        return NULL;
+    if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
+        return NULL;
+    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclDataType_t)v3, v4, v5, v6, (const ncclCollConfig_t*)v7);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_team_world(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_world", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclTeamWorld_fn fn = (ncclTeamWorld_fn)n4p_fn(mod, N4P_IDX_ncclTeamWorld);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    ncclTeam_t t;
+    Py_BEGIN_ALLOW_THREADS
+    t = fn(v0);
+    Py_END_ALLOW_THREADS
+    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);
+}
+
+static PyObject *
+w_team_lsa(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_lsa", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclTeamLsa_fn fn = (ncclTeamLsa_fn)n4p_fn(mod, N4P_IDX_ncclTeamLsa);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    ncclTeam_t t;
+    Py_BEGIN_ALLOW_THREADS
+    t = fn(v0);
+    Py_END_ALLOW_THREADS
+    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);
+}
+
+static PyObject *
+w_team_rail(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_rail", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclTeamRail_fn fn = (ncclTeamRail_fn)n4p_fn(mod, N4P_IDX_ncclTeamRail);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    ncclTeam_t t;
+    Py_BEGIN_ALLOW_THREADS
+    t = fn(v0);
+    Py_END_ALLOW_THREADS
+    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);
+}
+
+static PyObject *
+w_team_cft(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", "mode", NULL};
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_cft", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclTeamCft_fn fn = (ncclTeamCft_fn)n4p_fn(mod, N4P_IDX_ncclTeamCft);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    int v1;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_int(a[1], "mode", &v1) < 0)
+        return NULL;
+    ncclTeam_t t;
+    Py_BEGIN_ALLOW_THREADS
+    t = fn(v0, (ncclCftTeamMode_t)v1);
+    Py_END_ALLOW_THREADS
+    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);
+}
+
+static PyObject *
+w_team_cft_multimem(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_cft_multimem", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclTeamCftMultimem_fn fn = (ncclTeamCftMultimem_fn)n4p_fn(mod, N4P_IDX_ncclTeamCftMultimem);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    ncclTeam_t t;
+    Py_BEGIN_ALLOW_THREADS
+    t = fn(v0);
+    Py_END_ALLOW_THREADS
+    return n4p_struct_copy(n4p_get_state(mod), N4P_S_TEAM, &t);
+}
+
+static PyObject *
+w_team_rank_to_world(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", "team", "rank", NULL};
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_rank_to_world", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclTeamRankToWorld_fn fn = (ncclTeamRankToWorld_fn)n4p_fn(mod, N4P_IDX_ncclTeamRankToWorld);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    ncclTeam_t v1;
+    int v2;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_team(a[1], "team", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "rank", &v2) < 0)
+        return NULL;
+    int v;
+    Py_BEGIN_ALLOW_THREADS
+    v = fn(v0, v1, v2);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong((long)v);
+}
+
+static PyObject *
+w_team_rank_to_lsa(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", "team", "rank", NULL};
+    PyObject *parsed[3];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 3) {
+        if (n4p_parse_args(args, nargs, kwnames, "team_rank_to_lsa", kw, 3, 3, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclTeamRankToLsa_fn fn = (ncclTeamRankToLsa_fn)n4p_fn(mod, N4P_IDX_ncclTeamRankToLsa);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    ncclTeam_t v1;
+    int v2;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_team(a[1], "team", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "rank", &v2) < 0)
+        return NULL;
+    int v;
+    Py_BEGIN_ALLOW_THREADS
+    v = fn(v0, v1, v2);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong((long)v);
+}
+
+static PyObject *
+w_lsa_barrier_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"team", "n_barriers", "out_handle", "out_req", NULL};
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "lsa_barrier_create_requirement", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclLsaBarrierCreateRequirement_fn fn = (ncclLsaBarrierCreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclLsaBarrierCreateRequirement);
+    if (fn == NULL)
+        return NULL;
+    ncclTeam_t v0;
+    int v1;
+    void * v2;
+    void * v3;
+    if (n4p_arg_team(a[0], "team", &v0) < 0)
+        return NULL;
+    if (n4p_arg_int(a[1], "n_barriers", &v1) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[2], "out_handle", (void **)&v2) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[3], "out_req", (void **)&v3) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, (ncclLsaBarrierHandle_t*)v2, (ncclDevResourceRequirements_t*)v3);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_gin_barrier_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"comm", "team", "n_barriers", "out_handle", "out_req", NULL};
+    PyObject *parsed[5];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 5) {
+        if (n4p_parse_args(args, nargs, kwnames, "gin_barrier_create_requirement", kw, 5, 5, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclGinBarrierCreateRequirement_fn fn = (ncclGinBarrierCreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclGinBarrierCreateRequirement);
+    if (fn == NULL)
+        return NULL;
+    ncclComm_t v0;
+    ncclTeam_t v1;
+    int v2;
+    void * v3;
+    void * v4;
+    if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
+        return NULL;
+    if (n4p_arg_team(a[1], "team", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "n_barriers", &v2) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[3], "out_handle", (void **)&v3) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[4], "out_req", (void **)&v4) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclGinBarrierHandle_t*)v3, (ncclDevResourceRequirements_t*)v4);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
 w_ll_a2a_calc_slots(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"max_elts", "max_elt_size", NULL};
-    PyObject *a[2];
-    if (n4p_parse_args(args, nargs, kwnames, "ll_a2a_calc_slots", kw, 2, 2, a) < 0)
-        return NULL;
+    PyObject *parsed[2];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 2) {
+        if (n4p_parse_args(args, nargs, kwnames, "ll_a2a_calc_slots", kw, 2, 2, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclLLA2ACalcSlots_fn fn = (ncclLLA2ACalcSlots_fn)n4p_fn(mod, N4P_IDX_ncclLLA2ACalcSlots);
     if (fn == NULL)
         return NULL;
@@ -1624,12 +2608,440 @@ w_ll_a2a_calc_slots(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyOb
 }
 
 static PyObject *
+w_ll_a2a_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"n_blocks", "n_slots", "out_handle", "out_req", NULL};
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "ll_a2a_create_requirement", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclLLA2ACreateRequirement_fn fn = (ncclLLA2ACreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclLLA2ACreateRequirement);
+    if (fn == NULL)
+        return NULL;
+    int v0;
+    int v1;
+    void * v2;
+    void * v3;
+    if (n4p_arg_int(a[0], "n_blocks", &v0) < 0)
+        return NULL;
+    if (n4p_arg_int(a[1], "n_slots", &v1) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[2], "out_handle", (void **)&v2) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[3], "out_req", (void **)&v3) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, (ncclLLA2AHandle_t*)v2, (ncclDevResourceRequirements_t*)v3);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_gin_outbox_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"n_blocks", "size_log2", "out_handle", "out_req", NULL};
+    PyObject *parsed[4];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 4) {
+        if (n4p_parse_args(args, nargs, kwnames, "gin_outbox_create_requirement", kw, 4, 4, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclGinOutboxCreateRequirement_fn fn = (ncclGinOutboxCreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclGinOutboxCreateRequirement);
+    if (fn == NULL)
+        return NULL;
+    int v0;
+    int v1;
+    void * v2;
+    void * v3;
+    if (n4p_arg_int(a[0], "n_blocks", &v0) < 0)
+        return NULL;
+    if (n4p_arg_int(a[1], "size_log2", &v1) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[2], "out_handle", (void **)&v2) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[3], "out_req", (void **)&v3) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, (ncclGinOutboxHandle*)v2, (ncclDevResourceRequirements*)v3);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_gin_inbox_a2a_create_requirement(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"peers", "n_blocks", "size_log2", "out_handle", "out_req", NULL};
+    PyObject *parsed[5];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 5) {
+        if (n4p_parse_args(args, nargs, kwnames, "gin_inbox_a2a_create_requirement", kw, 5, 5, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclGinInboxA2ACreateRequirement_fn fn = (ncclGinInboxA2ACreateRequirement_fn)n4p_fn(mod, N4P_IDX_ncclGinInboxA2ACreateRequirement);
+    if (fn == NULL)
+        return NULL;
+    ncclTeam v0;
+    int v1;
+    int v2;
+    void * v3;
+    void * v4;
+    if (n4p_arg_team(a[0], "peers", &v0) < 0)
+        return NULL;
+    if (n4p_arg_int(a[1], "n_blocks", &v1) < 0)
+        return NULL;
+    if (n4p_arg_int(a[2], "size_log2", &v2) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[3], "out_handle", (void **)&v3) < 0)
+        return NULL;
+    if (n4p_arg_storage(a[4], "out_req", (void **)&v4) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, v1, v2, (ncclGinInboxA2AHandle*)v3, (ncclDevResourceRequirements*)v4);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_set_encryption(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"config", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "set_encryption", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclSetEncryption_fn fn = (ncclSetEncryption_fn)n4p_fn(mod, N4P_IDX_ncclSetEncryption);
+    if (fn == NULL)
+        return NULL;
+    const void * v0;
+    if (n4p_arg_addr(a[0], "config", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn((const ncclEncryptionConfig_t*)v0);
+    Py_END_ALLOW_THREADS
+    return n4p_status_none(mod, r);
+}
+
+static PyObject *
+w_param_bind(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"key", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_bind", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclParamBind_fn fn = (ncclParamBind_fn)n4p_fn(mod, N4P_IDX_ncclParamBind);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0 = NULL;
+    const char * v1;
+    if (n4p_arg_cstr(a[0], "key", &v1) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(&v0, (const char*)v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromVoidPtr((void *)v0);
+}
+
+static PyObject *
+w_param_get_i8(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_i8", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclParamGetI8_fn fn = (ncclParamGetI8_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI8);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    int8_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLong((long)v1);
+}
+
+static PyObject *
+w_param_get_i16(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_i16", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclParamGetI16_fn fn = (ncclParamGetI16_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI16);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    int16_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLong((long)v1);
+}
+
+static PyObject *
+w_param_get_i32(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_i32", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclParamGetI32_fn fn = (ncclParamGetI32_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI32);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    int32_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLong((long)v1);
+}
+
+static PyObject *
+w_param_get_i64(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_i64", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclParamGetI64_fn fn = (ncclParamGetI64_fn)n4p_fn(mod, N4P_IDX_ncclParamGetI64);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    int64_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLongLong((long long)v1);
+}
+
+static PyObject *
+w_param_get_u8(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_u8", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclParamGetU8_fn fn = (ncclParamGetU8_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU8);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    uint8_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLong((long)v1);
+}
+
+static PyObject *
+w_param_get_u16(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_u16", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclParamGetU16_fn fn = (ncclParamGetU16_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU16);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    uint16_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromLong((long)v1);
+}
+
+static PyObject *
+w_param_get_u32(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_u32", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclParamGetU32_fn fn = (ncclParamGetU32_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU32);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    uint32_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromUnsignedLong((unsigned long)v1);
+}
+
+static PyObject *
+w_param_get_u64(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_u64", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclParamGetU64_fn fn = (ncclParamGetU64_fn)n4p_fn(mod, N4P_IDX_ncclParamGetU64);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    uint64_t v1 = 0;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return PyLong_FromUnsignedLongLong((unsigned long long)v1);
+}
+
+static PyObject *
+w_param_get_str(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const kw[] = {"h", NULL};
+    PyObject *parsed[1];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 1) {
+        if (n4p_parse_args(args, nargs, kwnames, "param_get_str", kw, 1, 1, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
+    ncclParamGetStr_fn fn = (ncclParamGetStr_fn)n4p_fn(mod, N4P_IDX_ncclParamGetStr);
+    if (fn == NULL)
+        return NULL;
+    ncclParamHandle_t v0;
+    const char *v1 = NULL;
+    if (n4p_arg_ptr(a[0], "h", (void **)&v0) < 0)
+        return NULL;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(v0, &v1);
+    Py_END_ALLOW_THREADS
+    if (n4p_status_failed(r))
+        return n4p_raise_status(mod, r);
+    return n4p_str_result(v1);
+}
+
+static PyObject *
+w_param_dump_all(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (n4p_parse_args(args, nargs, kwnames, "param_dump_all", NULL, 0, 0, NULL) < 0)
+        return NULL;
+    ncclParamDumpAll_fn fn = (ncclParamDumpAll_fn)n4p_fn(mod, N4P_IDX_ncclParamDumpAll);
+    if (fn == NULL)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    fn();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+w_reset_debug_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (n4p_parse_args(args, nargs, kwnames, "reset_debug_init", NULL, 0, 0, NULL) < 0)
+        return NULL;
+    ncclResetDebugInit_fn fn = (ncclResetDebugInit_fn)n4p_fn(mod, N4P_IDX_ncclResetDebugInit);
+    if (fn == NULL)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    fn();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 w_all_reduce_with_bias(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const kw[] = {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream", "acc", NULL};
-    PyObject *a[8];
-    if (n4p_parse_args(args, nargs, kwnames, "all_reduce_with_bias", kw, 8, 8, a) < 0)
-        return NULL;
+    PyObject *parsed[8];
+    PyObject *const *a = args;
+    if (kwnames != NULL || nargs != 8) {
+        if (n4p_parse_args(args, nargs, kwnames, "all_reduce_with_bias", kw, 8, 8, parsed) < 0)
+            return NULL;
+        a = parsed;
+    }
     ncclAllReduceWithBias_fn fn = (ncclAllReduceWithBias_fn)n4p_fn(mod, N4P_IDX_ncclAllReduceWithBias);
     if (fn == NULL)
         return NULL;
@@ -1651,7 +3063,7 @@ w_all_reduce_with_bias(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, P
         return NULL;
     if (n4p_arg_int(a[4], "op", &v4) < 0)
         return NULL;
-    if (n4p_arg_ptr(a[5], "comm", (void **)&v5) < 0)
+    if (n4p_arg_comm(a[5], "comm", (void **)&v5) < 0)
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
@@ -1730,7 +3142,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclGetLastError (NCCL 2.13.4 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  str: the library's text (decoded as UTF-8; '' for NULL).\n"
@@ -1786,8 +3198,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommInitRank (NCCL 2.3.5 and later); the host backend implements it.\n"
      "\n"
      "comm is optional:\n"
-     "  comm_init_rank(nranks, comm_id, rank) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_init_rank(nranks, comm_id, rank) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_init_rank(comm, nranks, comm_id, rank) -> int\n"
      "      nccl4py 0.3: comm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -1814,8 +3229,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommInitRankConfig (NCCL 2.14.3 and later); the host backend implements it.\n"
      "\n"
      "comm is optional:\n"
-     "  comm_init_rank_config(nranks, comm_id, rank, config) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_init_rank_config(nranks, comm_id, rank, config) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_init_rank_config(comm, nranks, comm_id, rank, config) -> int\n"
      "      nccl4py 0.3: comm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -1843,8 +3261,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommInitRankScalable (NCCL 2.23.4 and later); the host backend implements it.\n"
      "\n"
      "newcomm is optional:\n"
-     "  comm_init_rank_scalable(nranks, myrank, n_id, comm_ids, config) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_init_rank_scalable(nranks, myrank, n_id, comm_ids, config) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_init_rank_scalable(newcomm, nranks, myrank, n_id, comm_ids, config) -> int\n"
      "      nccl4py 0.3: newcomm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -1877,7 +3298,7 @@ PyMethodDef n4p_api_methods[] = {
      "  devlist (Sequence[int] | int | None): ints: a sequence (copied for the call), an address, or None; ndev of them; default None\n"
      "\n"
      "Returns:\n"
-     "  list[int]: comm: new communicator handle, a list of ndev.\n"
+     "  list[Comm]: comm: new communicator handle, a list of ndev.\n"
      "\n"
      "Raises:\n"
      "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
@@ -1893,7 +3314,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommFinalize (NCCL 2.14.3 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -1912,7 +3333,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommDestroy (NCCL 2.3.5 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -1931,7 +3352,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommAbort (NCCL 2.4.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -1950,7 +3371,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommRevoke (NCCL 2.28.7 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  revoke_flags (int): C int\n"
      "\n"
      "Returns:\n"
@@ -1970,8 +3391,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommSplit (NCCL 2.18.1 and later); the host backend implements it.\n"
      "\n"
      "newcomm is optional:\n"
-     "  comm_split(comm, color, key, config) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_split(comm, color, key, config) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_split(comm, color, key, newcomm, config) -> int\n"
      "      nccl4py 0.3: newcomm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -1979,7 +3403,7 @@ PyMethodDef n4p_api_methods[] = {
      "  The number of arguments tells the two apart.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  color (int): C int\n"
      "  key (int): C int\n"
      "  newcomm (int): address of storage for the new communicator handle\n"
@@ -1999,8 +3423,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommShrink (NCCL 2.27.3 and later); the host backend implements it.\n"
      "\n"
      "newcomm is optional:\n"
-     "  comm_shrink(comm, exclude_ranks_list, exclude_ranks_count, config, shrink_flags) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_shrink(comm, exclude_ranks_list, exclude_ranks_count, config, shrink_flags) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_shrink(comm, exclude_ranks_list, exclude_ranks_count, newcomm, config, shrink_flags) -> int\n"
      "      nccl4py 0.3: newcomm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -2008,7 +3435,7 @@ PyMethodDef n4p_api_methods[] = {
      "  The number of arguments tells the two apart.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  exclude_ranks_list (Sequence[int] | int | None): ints: a sequence (copied for the call), an address, or None; exclude_ranks_count of them\n"
      "  exclude_ranks_count (int): C int\n"
      "  newcomm (int): address of storage for the new communicator handle\n"
@@ -2035,7 +3462,7 @@ PyMethodDef n4p_api_methods[] = {
      "      the library fills unique_id, the caller's storage.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  unique_id (UniqueId | Buffer | int): storage for the id: a UniqueId, a writable buffer of 128 bytes, or its address\n"
      "\n"
      "Raises:\n"
@@ -2052,8 +3479,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommGrow (NCCL 2.29.2 and later); the host backend does not implement it.\n"
      "\n"
      "newcomm is optional:\n"
-     "  comm_grow(comm, n_ranks, unique_id, rank, config) -> int\n"
-     "      nccl4py 0.2: returns the new communicator handle;\n"
+     "  comm_grow(comm, n_ranks, unique_id, rank, config) -> Comm\n"
+     "      nccl4py 0.2 and 0.5+: returns the new communicator handle, a Comm whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_grow(comm, n_ranks, unique_id, rank, newcomm, config) -> int\n"
      "      nccl4py 0.3: newcomm is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -2061,7 +3491,7 @@ PyMethodDef n4p_api_methods[] = {
      "  The number of arguments tells the two apart.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  n_ranks (int): C int\n"
      "  unique_id (UniqueId | Buffer | int | None): unique id: a UniqueId or 128 bytes, or their address; None or 0 for none\n"
      "  rank (int): C int\n"
@@ -2082,7 +3512,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommSuspend (NCCL 2.29.7 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  flags (int): C int\n"
      "\n"
      "Returns:\n"
@@ -2102,7 +3532,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommResume (NCCL 2.29.7 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -2121,7 +3551,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommMemStats (NCCL 2.29.7 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stat (int): which statistic (CommMemStat)\n"
      "\n"
      "Returns:\n"
@@ -2141,7 +3571,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommGetAsyncError (NCCL 2.4.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  int: async_error: status code (Result).\n"
@@ -2160,7 +3590,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommCount (NCCL 2.3.5 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  int: count: C int.\n"
@@ -2179,7 +3609,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommCuDevice (NCCL 2.3.5 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  int: device: C int.\n"
@@ -2198,7 +3628,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommUserRank (NCCL 2.3.5 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  int: rank: C int.\n"
@@ -2223,7 +3653,7 @@ PyMethodDef n4p_api_methods[] = {
      "      the library fills props, the caller's storage.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  props (CommProperties | int): storage: a CommProperties or its address\n"
      "\n"
      "Raises:\n"
@@ -2240,7 +3670,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommRegister (NCCL 2.19.1 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  buff (int): address\n"
      "  size (int): int in [0, 2**64)\n"
      "\n"
@@ -2261,7 +3691,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommDeregister (NCCL 2.19.1 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  handle (int): address\n"
      "\n"
      "Returns:\n"
@@ -2281,8 +3711,11 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommWindowRegister (NCCL 2.27.3 and later); the host backend implements it.\n"
      "\n"
      "win is optional:\n"
-     "  comm_window_register(comm, buff, size, win_flags) -> int\n"
-     "      nccl4py 0.2: returns the new window handle;\n"
+     "  comm_window_register(comm, buff, size, win_flags) -> Window\n"
+     "      nccl4py 0.2 and 0.5+: returns the new window handle, a Window whose\n"
+     "      slot the library filled (and fills later for non-blocking calls and\n"
+     "      groups); it behaves as the int handle (comparison, hashing,\n"
+     "      arithmetic);\n"
      "  comm_window_register(comm, buff, size, win, win_flags) -> int\n"
      "      nccl4py 0.3: win is the address of caller storage (e.g. PointerBox().address)\n"
      "      that receives the handle, possibly later (non-blocking calls, groups);\n"
@@ -2290,7 +3723,7 @@ PyMethodDef n4p_api_methods[] = {
      "  The number of arguments tells the two apart.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  buff (int): address\n"
      "  size (int): int in [0, 2**64)\n"
      "  win (int): address of storage for the new window handle\n"
@@ -2310,8 +3743,8 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclCommWindowDeregister (NCCL 2.27.3 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
-     "  win (int): window handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  win (Window | int): window handle (a Window or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -2330,8 +3763,8 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclWinGetUserPtr (NCCL 2.29.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
-     "  win (int): window handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  win (Window | int): window handle (a Window or an int)\n"
      "\n"
      "Returns:\n"
      "  int: out_user_ptr: address.\n"
@@ -2353,7 +3786,7 @@ PyMethodDef n4p_api_methods[] = {
      "  scalar (int): address\n"
      "  datatype (int): data type (DataType)\n"
      "  residence (int): where the scalar is (ScalarResidence)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  int: op: new reduction op.\n"
@@ -2373,7 +3806,7 @@ PyMethodDef n4p_api_methods[] = {
      "\n"
      "Arguments:\n"
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -2398,7 +3831,7 @@ PyMethodDef n4p_api_methods[] = {
      "  datatype (int): data type (DataType)\n"
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
      "  root (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2422,7 +3855,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  root (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2447,7 +3880,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  root (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2472,7 +3905,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2497,7 +3930,7 @@ PyMethodDef n4p_api_methods[] = {
      "  recvcount (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2521,7 +3954,7 @@ PyMethodDef n4p_api_methods[] = {
      "  recvbuff (int): address\n"
      "  sendcount (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2545,7 +3978,7 @@ PyMethodDef n4p_api_methods[] = {
      "  recvbuff (int): address\n"
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2570,7 +4003,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  root (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2595,7 +4028,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  root (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2619,7 +4052,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  peer (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2643,7 +4076,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  peer (int): C int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2667,12 +4100,12 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  peer (int): C int\n"
-     "  peer_win (int): window handle\n"
+     "  peer_win (Window | int): window handle (a Window or an int)\n"
      "  peer_win_offset (int): int in [0, 2**64)\n"
      "  sig_idx (int): C int\n"
      "  ctx (int): C int\n"
      "  flags (int): C unsigned int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2696,7 +4129,7 @@ PyMethodDef n4p_api_methods[] = {
      "  sig_idx (int): C int\n"
      "  ctx (int): C int\n"
      "  flags (int): C unsigned int\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2718,7 +4151,7 @@ PyMethodDef n4p_api_methods[] = {
      "Arguments:\n"
      "  n_desc (int): C int\n"
      "  signal_descs (Sequence[WaitSignalDesc] | Buffer | int): descriptors: a sequence of WaitSignalDesc, or one buffer or address holding them all; n_desc of them\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
@@ -2798,7 +4231,7 @@ PyMethodDef n4p_api_methods[] = {
      "      the library fills out_dev_comm, the caller's storage.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  reqs (DevCommRequirements | int): a DevCommRequirements or its address\n"
      "  out_dev_comm (DevComm | int): storage: a DevComm or its address\n"
      "\n"
@@ -2816,7 +4249,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclDevCommDestroy (NCCL 2.28.3 and later); the host backend does not implement it.\n"
      "\n"
      "Arguments:\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  dev_comm (DevComm | int): a DevComm or its address\n"
      "\n"
      "Returns:\n"
@@ -2836,7 +4269,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclGetLsaMultimemDevicePointer (NCCL 2.29.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  window (int): window handle\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
      "  offset (int): int in [0, 2**64)\n"
      "\n"
      "Returns:\n"
@@ -2856,7 +4289,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclGetLsaDevicePointer (NCCL 2.29.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  window (int): window handle\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
      "  offset (int): int in [0, 2**64)\n"
      "  lsa_rank (int): C int\n"
      "\n"
@@ -2877,7 +4310,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclGetPeerDevicePointer (NCCL 2.29.2 and later); the host backend implements it.\n"
      "\n"
      "Arguments:\n"
-     "  window (int): window handle\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
      "  offset (int): int in [0, 2**64)\n"
      "  peer (int): C int\n"
      "\n"
@@ -2887,6 +4320,473 @@ PyMethodDef n4p_api_methods[] = {
      "Raises:\n"
      "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
      "  FunctionNotFoundError: the loaded library lacks ncclGetPeerDevicePointer.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"get_multimem_device_pointer", (PyCFunction)(void (*)(void))w_get_multimem_device_pointer, METH_FASTCALL | METH_KEYWORDS,
+     "get_multimem_device_pointer(window, offset, multimem)\n"
+     "--\n"
+     "\n"
+     "The multicast address of offset in the window, for the team whose multimem handle is given.\n"
+     "\n"
+     "Calls ncclGetMultimemDevicePointer (NCCL 2.29.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
+     "  offset (int): int in [0, 2**64)\n"
+     "  multimem (MultimemLike): multimem handle (passed by value): an object with an int .mc_base_ptr (a MultimemHandle), a (mc_base_ptr,) tuple, or the address of an ncclMultimemHandle_t\n"
+     "\n"
+     "Returns:\n"
+     "  int: out_ptr: address.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGetMultimemDevicePointer.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"get_multimem_device_le_info", (PyCFunction)(void (*)(void))w_get_multimem_device_le_info, METH_FASTCALL | METH_KEYWORDS,
+     "get_multimem_device_le_info(window, offset)\n"
+     "--\n"
+     "\n"
+     "The multicast load/store endpoint id and offset of offset in the window.\n"
+     "\n"
+     "Calls ncclGetMultimemDeviceLeInfo (NCCL 2.31.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
+     "  offset (int): int in [0, 2**64)\n"
+     "\n"
+     "Returns:\n"
+     "  tuple[int, int]: le_id: load/store endpoint id; le_offset: offset in bytes.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGetMultimemDeviceLeInfo.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"get_cft_device_le_info", (PyCFunction)(void (*)(void))w_get_cft_device_le_info, METH_FASTCALL | METH_KEYWORDS,
+     "get_cft_device_le_info(window, offset, peer_cft, cft_team)\n"
+     "--\n"
+     "\n"
+     "The load/store endpoint id and offset of offset in the window of member peer_cft of cft_team.\n"
+     "\n"
+     "Calls ncclGetCftDeviceLeInfo (NCCL 2.31.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
+     "  offset (int): int in [0, 2**64)\n"
+     "  peer_cft (int): C int\n"
+     "  cft_team (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "\n"
+     "Returns:\n"
+     "  tuple[int, int]: le_id: load/store endpoint id; le_offset: offset in bytes.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGetCftDeviceLeInfo.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"get_peer_device_le_info", (PyCFunction)(void (*)(void))w_get_peer_device_le_info, METH_FASTCALL | METH_KEYWORDS,
+     "get_peer_device_le_info(window, offset, peer_world)\n"
+     "--\n"
+     "\n"
+     "The load/store endpoint id and offset of offset in the window of world rank peer_world.\n"
+     "\n"
+     "Calls ncclGetPeerDeviceLeInfo (NCCL 2.31.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  window (Window | int): window handle (a Window or an int)\n"
+     "  offset (int): int in [0, 2**64)\n"
+     "  peer_world (int): C int\n"
+     "\n"
+     "Returns:\n"
+     "  tuple[int, int]: le_id: load/store endpoint id; le_offset: offset in bytes.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGetPeerDeviceLeInfo.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"all_reduce_config", (PyCFunction)(void (*)(void))w_all_reduce_config, METH_FASTCALL | METH_KEYWORDS,
+     "all_reduce_config(sendbuff, recvbuff, count, datatype, op, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "all_reduce with a per-call config (a CollConfig or its address; None or 0: as all_reduce).\n"
+     "\n"
+     "Calls ncclAllReduceConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclAllReduceConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"broadcast_config", (PyCFunction)(void (*)(void))w_broadcast_config, METH_FASTCALL | METH_KEYWORDS,
+     "broadcast_config(sendbuff, recvbuff, count, datatype, root, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "broadcast with a per-call config (a CollConfig or its address; None or 0: as broadcast).\n"
+     "\n"
+     "Calls ncclBroadcastConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  root (int): C int\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclBroadcastConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"reduce_config", (PyCFunction)(void (*)(void))w_reduce_config, METH_FASTCALL | METH_KEYWORDS,
+     "reduce_config(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "reduce with a per-call config (a CollConfig or its address; None or 0: as reduce).\n"
+     "\n"
+     "Calls ncclReduceConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
+     "  root (int): C int\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclReduceConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"all_gather_config", (PyCFunction)(void (*)(void))w_all_gather_config, METH_FASTCALL | METH_KEYWORDS,
+     "all_gather_config(sendbuff, recvbuff, sendcount, datatype, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "all_gather with a per-call config (a CollConfig or its address; None or 0: as all_gather).\n"
+     "\n"
+     "Calls ncclAllGatherConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  sendcount (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclAllGatherConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"reduce_scatter_config", (PyCFunction)(void (*)(void))w_reduce_scatter_config, METH_FASTCALL | METH_KEYWORDS,
+     "reduce_scatter_config(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "reduce_scatter with a per-call config (a CollConfig or its address; None or 0: as reduce_scatter).\n"
+     "\n"
+     "Calls ncclReduceScatterConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  recvcount (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclReduceScatterConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"allto_all_config", (PyCFunction)(void (*)(void))w_allto_all_config, METH_FASTCALL | METH_KEYWORDS,
+     "allto_all_config(sendbuff, recvbuff, count, datatype, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "allto_all with a per-call config (a CollConfig or its address; None or 0: as allto_all).\n"
+     "\n"
+     "Calls ncclAlltoAllConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclAlltoAllConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"gather_config", (PyCFunction)(void (*)(void))w_gather_config, METH_FASTCALL | METH_KEYWORDS,
+     "gather_config(sendbuff, recvbuff, count, datatype, root, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "gather with a per-call config (a CollConfig or its address; None or 0: as gather).\n"
+     "\n"
+     "Calls ncclGatherConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  root (int): C int\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGatherConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"scatter_config", (PyCFunction)(void (*)(void))w_scatter_config, METH_FASTCALL | METH_KEYWORDS,
+     "scatter_config(sendbuff, recvbuff, count, datatype, root, comm, stream, config)\n"
+     "--\n"
+     "\n"
+     "scatter with a per-call config (a CollConfig or its address; None or 0: as scatter).\n"
+     "\n"
+     "Calls ncclScatterConfig (NCCL 2.31.2 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  sendbuff (int): address of the data to send\n"
+     "  recvbuff (int): address\n"
+     "  count (int): int in [0, 2**64)\n"
+     "  datatype (int): data type (DataType)\n"
+     "  root (int): C int\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  stream (int): stream handle (0: the default stream)\n"
+     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclScatterConfig.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_world", (PyCFunction)(void (*)(void))w_team_world, METH_FASTCALL | METH_KEYWORDS,
+     "team_world(comm)\n"
+     "--\n"
+     "\n"
+     "The team of every rank of the communicator.\n"
+     "\n"
+     "Calls ncclTeamWorld (NCCL 2.28.3 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "\n"
+     "Returns:\n"
+     "  Team: the team (n_ranks, rank, stride), returned by value.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamWorld.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_lsa", (PyCFunction)(void (*)(void))w_team_lsa, METH_FASTCALL | METH_KEYWORDS,
+     "team_lsa(comm)\n"
+     "--\n"
+     "\n"
+     "The team of the ranks that can load and store this rank's memory (lsa: load/store accessible).\n"
+     "\n"
+     "Calls ncclTeamLsa (NCCL 2.28.3 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "\n"
+     "Returns:\n"
+     "  Team: the team (n_ranks, rank, stride), returned by value.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamLsa.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_rail", (PyCFunction)(void (*)(void))w_team_rail, METH_FASTCALL | METH_KEYWORDS,
+     "team_rail(comm)\n"
+     "--\n"
+     "\n"
+     "The team of the ranks with this rank's position in their lsa team (one per lsa team).\n"
+     "\n"
+     "Calls ncclTeamRail (NCCL 2.28.3 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "\n"
+     "Returns:\n"
+     "  Team: the team (n_ranks, rank, stride), returned by value.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamRail.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_cft", (PyCFunction)(void (*)(void))w_team_cft, METH_FASTCALL | METH_KEYWORDS,
+     "team_cft(comm, mode)\n"
+     "--\n"
+     "\n"
+     "The team of the ranks the connection fabric links to this rank, shaped by mode (CftTeamMode).\n"
+     "\n"
+     "Calls ncclTeamCft (NCCL 2.31.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  mode (int): team shape (CftTeamMode)\n"
+     "\n"
+     "Returns:\n"
+     "  Team: the team (n_ranks, rank, stride), returned by value.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamCft.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_cft_multimem", (PyCFunction)(void (*)(void))w_team_cft_multimem, METH_FASTCALL | METH_KEYWORDS,
+     "team_cft_multimem(comm)\n"
+     "--\n"
+     "\n"
+     "The team of the ranks that share this rank's connection-fabric multicast.\n"
+     "\n"
+     "Calls ncclTeamCftMultimem (NCCL 2.31.2 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "\n"
+     "Returns:\n"
+     "  Team: the team (n_ranks, rank, stride), returned by value.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamCftMultimem.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_rank_to_world", (PyCFunction)(void (*)(void))w_team_rank_to_world, METH_FASTCALL | METH_KEYWORDS,
+     "team_rank_to_world(comm, team, rank)\n"
+     "--\n"
+     "\n"
+     "The world rank of member rank of team (-1 when there is none).\n"
+     "\n"
+     "Calls ncclTeamRankToWorld (NCCL 2.28.3 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  team (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "  rank (int): C int\n"
+     "\n"
+     "Returns:\n"
+     "  int: the function's result.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamRankToWorld.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"team_rank_to_lsa", (PyCFunction)(void (*)(void))w_team_rank_to_lsa, METH_FASTCALL | METH_KEYWORDS,
+     "team_rank_to_lsa(comm, team, rank)\n"
+     "--\n"
+     "\n"
+     "The lsa rank of member rank of team (-1 when it is not in this rank's lsa team).\n"
+     "\n"
+     "Calls ncclTeamRankToLsa (NCCL 2.28.3 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  team (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "  rank (int): C int\n"
+     "\n"
+     "Returns:\n"
+     "  int: the function's result.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclTeamRankToLsa.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"lsa_barrier_create_requirement", (PyCFunction)(void (*)(void))w_lsa_barrier_create_requirement, METH_FASTCALL | METH_KEYWORDS,
+     "lsa_barrier_create_requirement(team, n_barriers, out_handle, out_req)\n"
+     "--\n"
+     "\n"
+     "Fill out_handle and out_req with what n_barriers barriers over team need (for dev_comm_create).\n"
+     "\n"
+     "Calls ncclLsaBarrierCreateRequirement (NCCL 2.28.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  team (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "  n_barriers (int): C int\n"
+     "  out_handle (SupportsPtr | int): storage for the LsaBarrierHandle: an object with an int .ptr (a struct object) or its address\n"
+     "  out_req (SupportsPtr | int): storage for the DevResourceRequirements: an object with an int .ptr (a struct object) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclLsaBarrierCreateRequirement.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"gin_barrier_create_requirement", (PyCFunction)(void (*)(void))w_gin_barrier_create_requirement, METH_FASTCALL | METH_KEYWORDS,
+     "gin_barrier_create_requirement(comm, team, n_barriers, out_handle, out_req)\n"
+     "--\n"
+     "\n"
+     "Fill out_handle and out_req with what n_barriers network (GIN) barriers over team need.\n"
+     "\n"
+     "Calls ncclGinBarrierCreateRequirement (NCCL 2.28.7 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
+     "  team (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "  n_barriers (int): C int\n"
+     "  out_handle (SupportsPtr | int): storage for the GinBarrierHandle: an object with an int .ptr (a struct object) or its address\n"
+     "  out_req (SupportsPtr | int): storage for the DevResourceRequirements: an object with an int .ptr (a struct object) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGinBarrierCreateRequirement.\n"
      "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
      "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
     {"ll_a2a_calc_slots", (PyCFunction)(void (*)(void))w_ll_a2a_calc_slots, METH_FASTCALL | METH_KEYWORDS,
@@ -2908,6 +4808,367 @@ PyMethodDef n4p_api_methods[] = {
      "  FunctionNotFoundError: the loaded library lacks ncclLLA2ACalcSlots.\n"
      "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
      "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"ll_a2a_create_requirement", (PyCFunction)(void (*)(void))w_ll_a2a_create_requirement, METH_FASTCALL | METH_KEYWORDS,
+     "ll_a2a_create_requirement(n_blocks, n_slots, out_handle, out_req)\n"
+     "--\n"
+     "\n"
+     "Fill out_handle and out_req with what a low-latency all-to-all of n_blocks blocks and n_slots slots needs.\n"
+     "\n"
+     "Calls ncclLLA2ACreateRequirement (NCCL 2.28.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  n_blocks (int): C int\n"
+     "  n_slots (int): C int\n"
+     "  out_handle (SupportsPtr | int): storage for the LLA2AHandle: an object with an int .ptr (a struct object) or its address\n"
+     "  out_req (SupportsPtr | int): storage for the DevResourceRequirements: an object with an int .ptr (a struct object) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclLLA2ACreateRequirement.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"gin_outbox_create_requirement", (PyCFunction)(void (*)(void))w_gin_outbox_create_requirement, METH_FASTCALL | METH_KEYWORDS,
+     "gin_outbox_create_requirement(n_blocks, size_log2, out_handle, out_req)\n"
+     "--\n"
+     "\n"
+     "Fill out_handle and out_req with what a network (GIN) outbox of n_blocks blocks of 2**size_log2 bytes needs.\n"
+     "\n"
+     "Calls ncclGinOutboxCreateRequirement (NCCL 2.30.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  n_blocks (int): C int\n"
+     "  size_log2 (int): C int\n"
+     "  out_handle (SupportsPtr | int): storage for the GIN outbox handle (8 bytes): an object with an int .ptr (a struct object) or its address\n"
+     "  out_req (SupportsPtr | int): storage for the DevResourceRequirements: an object with an int .ptr (a struct object) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGinOutboxCreateRequirement.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"gin_inbox_a2a_create_requirement", (PyCFunction)(void (*)(void))w_gin_inbox_a2a_create_requirement, METH_FASTCALL | METH_KEYWORDS,
+     "gin_inbox_a2a_create_requirement(peers, n_blocks, size_log2, out_handle, out_req)\n"
+     "--\n"
+     "\n"
+     "Fill out_handle and out_req with what an all-to-all network (GIN) inbox from peers needs.\n"
+     "\n"
+     "Calls ncclGinInboxA2ACreateRequirement (NCCL 2.30.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  peers (TeamLike): team (passed by value): a Team, a (n_ranks, rank, stride) tuple, an object with those attributes, or the address of an ncclTeam_t\n"
+     "  n_blocks (int): C int\n"
+     "  size_log2 (int): C int\n"
+     "  out_handle (SupportsPtr | int): storage for the GIN all-to-all inbox handle (16 bytes): an object with an int .ptr (a struct object) or its address\n"
+     "  out_req (SupportsPtr | int): storage for the DevResourceRequirements: an object with an int .ptr (a struct object) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclGinInboxA2ACreateRequirement.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"set_encryption", (PyCFunction)(void (*)(void))w_set_encryption, METH_FASTCALL | METH_KEYWORDS,
+     "set_encryption(config)\n"
+     "--\n"
+     "\n"
+     "Ask the library to encrypt its TCP sockets as config (an EncryptionConfig or its address) says.\n"
+     "\n"
+     "Calls ncclSetEncryption (NCCL 2.32.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Arguments:\n"
+     "  config (SupportsPtr | int): an object with an int .ptr (an EncryptionConfig) or its address\n"
+     "\n"
+     "Returns:\n"
+     "  None (also for 7 InProgress).\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclSetEncryption.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_bind", (PyCFunction)(void (*)(void))w_param_bind, METH_FASTCALL | METH_KEYWORDS,
+     "param_bind(key)\n"
+     "--\n"
+     "\n"
+     "The handle of the parameter named key (NCCL_DEBUG, ...).\n"
+     "\n"
+     "Calls ncclParamBind (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  key (str | bytes): text (str, or bytes without NUL)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: parameter handle.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamBind.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_i8", (PyCFunction)(void (*)(void))w_param_get_i8, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_i8(h)\n"
+     "--\n"
+     "\n"
+     "The value of an int8_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetI8 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: int8.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetI8.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_i16", (PyCFunction)(void (*)(void))w_param_get_i16, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_i16(h)\n"
+     "--\n"
+     "\n"
+     "The value of an int16_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetI16 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: int16.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetI16.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_i32", (PyCFunction)(void (*)(void))w_param_get_i32, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_i32(h)\n"
+     "--\n"
+     "\n"
+     "The value of an int32_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetI32 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: int32.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetI32.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_i64", (PyCFunction)(void (*)(void))w_param_get_i64, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_i64(h)\n"
+     "--\n"
+     "\n"
+     "The value of an int64_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetI64 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: int64.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetI64.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_u8", (PyCFunction)(void (*)(void))w_param_get_u8, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_u8(h)\n"
+     "--\n"
+     "\n"
+     "The value of a uint8_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetU8 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: uint8.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetU8.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_u16", (PyCFunction)(void (*)(void))w_param_get_u16, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_u16(h)\n"
+     "--\n"
+     "\n"
+     "The value of a uint16_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetU16 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: uint16.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetU16.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_u32", (PyCFunction)(void (*)(void))w_param_get_u32, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_u32(h)\n"
+     "--\n"
+     "\n"
+     "The value of a uint32_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetU32 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: uint32.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetU32.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_u64", (PyCFunction)(void (*)(void))w_param_get_u64, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_u64(h)\n"
+     "--\n"
+     "\n"
+     "The value of a uint64_t parameter.\n"
+     "\n"
+     "Calls ncclParamGetU64 (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  int: out: uint64.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetU64.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_str", (PyCFunction)(void (*)(void))w_param_get_str, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_str(h)\n"
+     "--\n"
+     "\n"
+     "The value of a string parameter.\n"
+     "\n"
+     "Calls ncclParamGetStr (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "\n"
+     "Returns:\n"
+     "  str: out: text.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetStr.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get", (PyCFunction)(void (*)(void))n4p_w_param_get, METH_FASTCALL | METH_KEYWORDS,
+     "param_get(h, max_len)\n"
+     "--\n"
+     "\n"
+     "The raw bytes of a parameter's value (max_len: the most bytes to accept).\n"
+     "\n"
+     "Calls ncclParamGet (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  h (int): parameter handle (from param_bind)\n"
+     "  max_len (int): C int\n"
+     "\n"
+     "Returns:\n"
+     "  bytes: out: the value's bytes.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGet.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_parameter", (PyCFunction)(void (*)(void))n4p_w_param_get_parameter, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_parameter(key)\n"
+     "--\n"
+     "\n"
+     "The value of the parameter named key, as text (KeyError for an unknown key).\n"
+     "\n"
+     "Calls ncclParamGetParameter (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Arguments:\n"
+     "  key (str | bytes): text (str, or bytes without NUL)\n"
+     "\n"
+     "Returns:\n"
+     "  str: value: text.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetParameter.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_get_all_keys", (PyCFunction)(void (*)(void))n4p_w_param_get_all_keys, METH_FASTCALL | METH_KEYWORDS,
+     "param_get_all_keys()\n"
+     "--\n"
+     "\n"
+     "The names of every parameter the library knows now.\n"
+     "\n"
+     "Calls ncclParamGetAllParameterKeys (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Returns:\n"
+     "  list[str]: table: names.\n"
+     "\n"
+     "Raises:\n"
+     "  NCCLError: the library returned an error status (its value is .status; 7 InProgress is not an error).\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamGetAllParameterKeys.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"param_dump_all", (PyCFunction)(void (*)(void))w_param_dump_all, METH_FASTCALL | METH_KEYWORDS,
+     "param_dump_all()\n"
+     "--\n"
+     "\n"
+     "Print every parameter (type, value, where it was set) to standard output.\n"
+     "\n"
+     "Calls ncclParamDumpAll (NCCL 2.30.4 and later); the host backend implements it.\n"
+     "\n"
+     "Returns:\n"
+     "  None.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclParamDumpAll.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+    {"reset_debug_init", (PyCFunction)(void (*)(void))w_reset_debug_init, METH_FASTCALL | METH_KEYWORDS,
+     "reset_debug_init()\n"
+     "--\n"
+     "\n"
+     "Make the library read NCCL_DEBUG and its companions again (deprecated by NCCL).\n"
+     "\n"
+     "Calls ncclResetDebugInit (NCCL 2.24.3 and later); the host backend does not implement it.\n"
+     "\n"
+     "Returns:\n"
+     "  None.\n"
+     "\n"
+     "Raises:\n"
+     "  FunctionNotFoundError: the loaded library lacks ncclResetDebugInit.\n"
+     "  NotSupportedError: no NCCL or RCCL library could be loaded.\n"
+     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
     {"all_reduce_with_bias", (PyCFunction)(void (*)(void))w_all_reduce_with_bias, METH_FASTCALL | METH_KEYWORDS,
      "all_reduce_with_bias(sendbuff, recvbuff, count, datatype, op, comm, stream, acc)\n"
      "--\n"
@@ -2922,7 +5183,7 @@ PyMethodDef n4p_api_methods[] = {
      "  count (int): int in [0, 2**64)\n"
      "  datatype (int): data type (DataType)\n"
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "  acc (int): address of the data to send\n"
      "\n"
@@ -2950,7 +5211,7 @@ PyMethodDef n4p_api_methods[] = {
      "  recvcounts (Sequence[int] | int): size_t values: a sequence (copied for the call) or an address\n"
      "  rdispls (Sequence[int] | int): size_t values: a sequence (copied for the call) or an address\n"
      "  datatype (int): data type (DataType)\n"
-     "  comm (int): communicator handle\n"
+     "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
      "\n"
      "Returns:\n"
