@@ -114,6 +114,13 @@ EXPORT %(allreduce)s
     return ncclSuccess;
 }
 
+EXPORT %(allreduce_cfg)s
+{
+    %(allreduce_cfg_void)s
+    bench_allreduce_calls++;
+    return ncclSuccess;
+}
+
 EXPORT %(count)s
 {
     (void)%(count_comm)s;
@@ -136,9 +143,12 @@ def build_noop(outdir: Path) -> Path:
 
     entries = {e.name: e for e in gen_api.parse_table()}
     ar, cnt, rk = entries["ncclAllReduce"], entries["ncclCommCount"], entries["ncclCommUserRank"]
+    arc = entries["ncclAllReduceConfig"]
     extra = EXTRA_C % {
         "allreduce": ar.proto("ncclAllReduce"),
         "allreduce_void": " ".join(f"(void){p.name};" for p in ar.params),
+        "allreduce_cfg": arc.proto("ncclAllReduceConfig"),
+        "allreduce_cfg_void": " ".join(f"(void){p.name};" for p in arc.params),
         "count": cnt.proto("ncclCommCount"), "count_comm": cnt.params[0].name,
         "count_out": cnt.params[1].name,
         "rank": rk.proto("ncclCommUserRank"), "rank_comm": rk.params[0].name,
@@ -147,7 +157,8 @@ def build_noop(outdir: Path) -> Path:
     src = outdir / "noop_host.c"
     src.write_text(gen_api.gen_stub_c(list(entries.values()), noop=True) + extra)
     lib = outdir / "libnccl_noop_host.so"
-    omit = [f"-DSTUB_OMIT_{n}" for n in ("ncclAllReduce", "ncclCommCount", "ncclCommUserRank")]
+    omit = [f"-DSTUB_OMIT_{n}" for n in ("ncclAllReduce", "ncclAllReduceConfig", "ncclCommCount",
+                                          "ncclCommUserRank")]
     subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", f"-I{ROOT / 'src'}",
                     *omit, "-o", str(lib), str(src)], check=True)
     return lib
@@ -263,6 +274,20 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
                 f(a, o, op)
 
         benches["hl_numpy"] = hl_numpy
+
+        def hl_config_none(n, f=comm.allreduce, a=a, o=out, op=SUM):
+            for _ in range(n):
+                f(a, o, op, config=None)
+
+        benches["hl_config_none"] = hl_config_none
+        if hasattr(nccl.core, "NCCLCollConfig"):
+            cfg = nccl.core.NCCLCollConfig(min_ctas=1)
+
+            def hl_config(n, f=comm.allreduce, a=a, o=out, op=SUM, cfg=cfg):
+                for _ in range(n):
+                    f(a, o, op, config=cfg)
+
+            benches["hl_config"] = hl_config
         try:
             import torch
         except Exception as e:  # noqa: BLE001 - any failure means "not importable"
@@ -509,6 +534,9 @@ def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict
     torch_note = notes.get("torch", "")
     hl_up_note = notes.get("hl_upstream") or up_missing or ""
     val("hl_numpy", "ours  comm.allreduce(numpy f32[8])", "ns/call", "")
+    val("hl_config_none", "ours  comm.allreduce(numpy f32[8], config=None)", "ns/call", "")
+    val("hl_config", "ours  comm.allreduce(numpy f32[8], config=NCCLCollConfig(min_ctas=1))",
+        "ns/call", "")
     val("hl_numpy_trace_off", "ours  comm.allreduce(numpy f32[8]), NCCL4PY_TRACE_BUFFER=0",
         "ns/call", "")
     val("hl_numpy_watchdog", "ours  comm.allreduce(numpy f32[8]), NCCL4PY_WATCHDOG_TIMEOUT=600",
@@ -557,6 +585,11 @@ def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict
     diff("watchdog on - NCCL4PY_TRACE_BUFFER=0", pc("hl_numpy_watchdog"),
          pc("hl_numpy_trace_off"), 50)
     ratio("high/low: comm.allreduce(numpy) / bindings.all_reduce", pc("hl_numpy"), pc("ll_ours"), 3)
+    ratio("config=None / plain comm.allreduce(numpy)", pc("hl_config_none"), pc("hl_numpy"), None)
+    if pc("hl_config") is not None and pc("hl_numpy") is not None:
+        extra = pc("hl_config") - pc("hl_numpy")
+        rows.append(("config=NCCLCollConfig(...) minus plain", f"{extra:.0f}", "ns", "<= 150",
+                     "met" if extra <= 150 else "NOT met"))
     ratio("high/low: comm.allreduce(torch) / bindings.all_reduce", pc("hl_torch"), pc("ll_ours"), 3)
     ratio("low-level ours / upstream", pc("ll_ours"), pc("ll_upstream"), 0.6)
     ratio("low-level ours with a Comm / upstream", pc("ll_ours_comm"), pc("ll_upstream"),

@@ -1233,6 +1233,7 @@ n4p_init_buffers(PyObject *Py_UNUSED(mod), n4p_state *st)
     st->str_cai = PyUnicode_InternFromString("__cuda_array_interface__");
     st->str_array_interface = PyUnicode_InternFromString("__array_interface__");
     st->str_cuda_stream = PyUnicode_InternFromString("__cuda_stream__");
+    st->str_lowpp = PyUnicode_InternFromString("_lowpp");
     st->dlpack_max_version = Py_BuildValue("(ii)", N4P_DLPACK_MAJOR, 1);
     PyObject *k1 = PyUnicode_InternFromString("stream");
     PyObject *k2 = PyUnicode_InternFromString("max_version");
@@ -1242,7 +1243,7 @@ n4p_init_buffers(PyObject *Py_UNUSED(mod), n4p_state *st)
     Py_XDECREF(k2);
     if (st->buffer_kinds == NULL || st->stream_kinds == NULL || st->str_dlpack == NULL ||
         st->str_dlpack_device == NULL || st->str_cai == NULL || st->str_array_interface == NULL ||
-        st->str_cuda_stream == NULL || st->dlpack_max_version == NULL ||
+        st->str_cuda_stream == NULL || st->str_lowpp == NULL || st->dlpack_max_version == NULL ||
         st->dlpack_kwnames == NULL)
         return -1;
     return 0;

@@ -21,6 +21,10 @@
     "    stream: the stream: None (the default stream), an int handle, or an object\n" \
     "        with __cuda_stream__, .handle, .cuda_stream or .ptr.\n"
 
+#define N4P_DOCPART_A_CONFIG \
+    "    config: an NCCLCollConfig tuning this call (NCCL 2.31+), or None: the plain\n" \
+    "        call.\n"
+
 #define N4P_DOCPART_A_ROOT_ANY \
     "    root: the rank that receives (only its recvbuf is used); None: every rank\n" \
     "        receives.\n"
@@ -111,14 +115,14 @@
     "    NCCLError: the library's error, with its message.\n"
 
 #define N4P_DOC_allreduce \
-    "allreduce($self, /, sendbuf, recvbuf, op, stream=None)\n" \
+    "allreduce($self, /, sendbuf, recvbuf, op, stream=None, *, config=None)\n" \
     "--\n" \
     "\n" \
     "Reduce sendbuf over all ranks with op; every rank receives the result.\n" \
     "\n" \
     "Arguments:\n" \
     N4P_DOCPART_A_SEND N4P_DOCPART_A_RECV N4P_DOCPART_A_OP N4P_DOCPART_A_STREAM \
-    N4P_DOCPART_R_REDUCE N4P_DOCPART_RAISES \
+    N4P_DOCPART_A_CONFIG N4P_DOCPART_R_REDUCE N4P_DOCPART_RAISES \
     "    TypeError: op not an integer.\n" \
     "\n" \
     "Example (every rank of comm runs it):\n" \
@@ -128,7 +132,7 @@
     "    assert (y == sum(range(1, comm.nranks + 1))).all()"
 
 #define N4P_DOC_reduce \
-    "reduce($self, /, sendbuf, recvbuf, op, root=None, *, stream=None)\n" \
+    "reduce($self, /, sendbuf, recvbuf, op, root=None, *, stream=None, config=None)\n" \
     "--\n" \
     "\n" \
     "Reduce sendbuf over all ranks with op into the root's recvbuf (root=None: into\n" \
@@ -136,7 +140,7 @@
     "\n" \
     "Arguments:\n" \
     N4P_DOCPART_A_SEND N4P_DOCPART_A_RECV N4P_DOCPART_A_OP N4P_DOCPART_A_ROOT_ANY \
-    N4P_DOCPART_A_STREAM N4P_DOCPART_R_REDUCE N4P_DOCPART_RAISES \
+    N4P_DOCPART_A_STREAM N4P_DOCPART_A_CONFIG N4P_DOCPART_R_REDUCE N4P_DOCPART_RAISES \
     "    NcclInvalid: a root out of range.\n" \
     "    TypeError: op or root not an integer.\n" \
     "\n" \
@@ -147,14 +151,14 @@
     "    assert comm.rank != 0 or (y == comm.nranks).all()"
 
 #define N4P_DOC_reduce_scatter \
-    "reduce_scatter($self, /, sendbuf, recvbuf, op, *, stream=None)\n" \
+    "reduce_scatter($self, /, sendbuf, recvbuf, op, *, stream=None, config=None)\n" \
     "--\n" \
     "\n" \
     "Reduce sendbuf over all ranks with op; rank r receives part r of the result.\n" \
     "\n" \
     "Arguments:\n" \
     N4P_DOCPART_A_SEND N4P_DOCPART_A_RECV N4P_DOCPART_A_OP N4P_DOCPART_A_STREAM \
-    N4P_DOCPART_R_REDUCE_SCATTER N4P_DOCPART_RAISES \
+    N4P_DOCPART_A_CONFIG N4P_DOCPART_R_REDUCE_SCATTER N4P_DOCPART_RAISES \
     "    TypeError: op not an integer.\n" \
     "\n" \
     "Example (every rank of comm runs it):\n" \
@@ -164,14 +168,14 @@
     "    assert (y == comm.nranks).all()"
 
 #define N4P_DOC_broadcast \
-    "broadcast($self, /, sendbuf, recvbuf, root, *, stream=None)\n" \
+    "broadcast($self, /, sendbuf, recvbuf, root, *, stream=None, config=None)\n" \
     "--\n" \
     "\n" \
     "Copy the root's sendbuf into every rank's recvbuf.\n" \
     "\n" \
     "Arguments:\n" \
     N4P_DOCPART_A_SEND N4P_DOCPART_A_RECV N4P_DOCPART_A_ROOT N4P_DOCPART_A_STREAM \
-    N4P_DOCPART_R_BROADCAST N4P_DOCPART_RAISES \
+    N4P_DOCPART_A_CONFIG N4P_DOCPART_R_BROADCAST N4P_DOCPART_RAISES \
     "    NcclInvalid: a root out of range.\n" \
     "    TypeError: root not an integer.\n" \
     "\n" \
@@ -182,14 +186,14 @@
     "    assert (y == numpy.arange(4)).all()"
 
 #define N4P_DOC_allgather \
-    "allgather($self, /, sendbuf, recvbuf, stream=None)\n" \
+    "allgather($self, /, sendbuf, recvbuf, stream=None, *, config=None)\n" \
     "--\n" \
     "\n" \
     "Gather every rank's sendbuf, in rank order, into every rank's recvbuf.\n" \
     "\n" \
     "Arguments:\n" \
-    N4P_DOCPART_A_SEND N4P_DOCPART_A_RECV N4P_DOCPART_A_STREAM N4P_DOCPART_R_GATHER \
-    N4P_DOCPART_RAISES \
+    N4P_DOCPART_A_SEND N4P_DOCPART_A_RECV N4P_DOCPART_A_STREAM N4P_DOCPART_A_CONFIG \
+    N4P_DOCPART_R_GATHER N4P_DOCPART_RAISES \
     "\n" \
     "Example (every rank of comm runs it):\n" \
     "    x = numpy.full(2, comm.rank, numpy.int32)\n" \
@@ -198,7 +202,7 @@
     "    assert (y == numpy.repeat(numpy.arange(comm.nranks), 2)).all()"
 
 #define N4P_DOC_gather \
-    "gather($self, /, sendbuf, recvbuf, root=None, *, stream=None)\n" \
+    "gather($self, /, sendbuf, recvbuf, root=None, *, stream=None, config=None)\n" \
     "--\n" \
     "\n" \
     "Gather every rank's sendbuf, in rank order, into the root's recvbuf (root=None:\n" \
@@ -206,7 +210,7 @@
     "\n" \
     "Arguments:\n" \
     N4P_DOCPART_A_SEND N4P_DOCPART_A_RECV N4P_DOCPART_A_ROOT_ANY N4P_DOCPART_A_STREAM \
-    N4P_DOCPART_R_GATHER N4P_DOCPART_RAISES \
+    N4P_DOCPART_A_CONFIG N4P_DOCPART_R_GATHER N4P_DOCPART_RAISES \
     "    NcclInvalid: a root out of range.\n" \
     "    TypeError: root not an integer.\n" \
     "\n" \
@@ -217,14 +221,14 @@
     "    assert comm.rank != 0 or (y == numpy.repeat(numpy.arange(comm.nranks), 2)).all()"
 
 #define N4P_DOC_alltoall \
-    "alltoall($self, /, sendbuf, recvbuf, *, stream=None)\n" \
+    "alltoall($self, /, sendbuf, recvbuf, *, stream=None, config=None)\n" \
     "--\n" \
     "\n" \
     "Send part r of sendbuf to rank r; receive rank r's part at r in recvbuf.\n" \
     "\n" \
     "Arguments:\n" \
-    N4P_DOCPART_A_SEND N4P_DOCPART_A_RECV N4P_DOCPART_A_STREAM N4P_DOCPART_R_ALLTOALL \
-    N4P_DOCPART_RAISES \
+    N4P_DOCPART_A_SEND N4P_DOCPART_A_RECV N4P_DOCPART_A_STREAM N4P_DOCPART_A_CONFIG \
+    N4P_DOCPART_R_ALLTOALL N4P_DOCPART_RAISES \
     "\n" \
     "Example (every rank of comm runs it):\n" \
     "    x = numpy.full(comm.nranks, comm.rank, numpy.int32)\n" \
@@ -233,14 +237,14 @@
     "    assert (y == numpy.arange(comm.nranks)).all()"
 
 #define N4P_DOC_scatter \
-    "scatter($self, /, sendbuf, recvbuf, root, *, stream=None)\n" \
+    "scatter($self, /, sendbuf, recvbuf, root, *, stream=None, config=None)\n" \
     "--\n" \
     "\n" \
     "Send part r of the root's sendbuf to rank r's recvbuf.\n" \
     "\n" \
     "Arguments:\n" \
     N4P_DOCPART_A_SEND N4P_DOCPART_A_RECV N4P_DOCPART_A_ROOT N4P_DOCPART_A_STREAM \
-    N4P_DOCPART_R_SCATTER N4P_DOCPART_RAISES \
+    N4P_DOCPART_A_CONFIG N4P_DOCPART_R_SCATTER N4P_DOCPART_RAISES \
     "    NcclInvalid: a root out of range.\n" \
     "    TypeError: root not an integer.\n" \
     "\n" \

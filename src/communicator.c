@@ -48,6 +48,7 @@ typedef struct {
     const char *kw[N4P_MAXARGS + 1];   /* their keywords */
     int rule;
     int fn, fn_all;                    /* the library function; fn_all: for root=None */
+    int fn_cfg, fn_all_cfg;            /* the same with config= (-1: no config=) */
     int rank_role;                     /* A_ROOT, A_ROOT_ANY, A_PEER or A_NONE */
     unsigned char roles[N4P_MAXARGS];  /* A_NONE-terminated */
     signed char at[A_COUNT];           /* role -> index (-1: none) */
@@ -56,13 +57,30 @@ typedef struct {
 static coll_t colls[C_COUNT] = {
 #define N4P_COLL(method, RULE, f, f_all, nreq, npos, rl)                                \
     {.name = #method, .rule = RULE, .fn = N4P_IDX_##f, .fn_all = N4P_IDX_##f_all,        \
-     .required = nreq, .positional = npos, .roles = ROLES rl},
+     .fn_cfg = -1, .fn_all_cfg = -1, .required = nreq, .positional = npos, .roles = ROLES rl},
+#include "collectives.def"
+};
+
+static const struct {
+    int which, fn, fn_all;
+} coll_configs[] = {
+#define N4P_COLL_CONFIG(method, f, f_all) {C_##method, N4P_IDX_##f, N4P_IDX_##f_all},
 #include "collectives.def"
 };
 
 static void
 init_table(void)
 {
+    for (size_t i = 0; i < sizeof coll_configs / sizeof coll_configs[0]; i++) {
+        coll_t *d = &colls[coll_configs[i].which];
+        d->fn_cfg = coll_configs[i].fn;
+        d->fn_all_cfg = coll_configs[i].fn_all;
+        int n = 0;
+        while (n < N4P_MAXARGS - 1 && d->roles[n] != A_NONE)
+            n++;
+        d->roles[n] = A_CONFIG; /* keyword-only: after the positional ones */
+        d->roles[n + 1] = A_NONE;
+    }
     for (int c = 0; c < C_COUNT; c++) {
         coll_t *d = &colls[c];
         memset(d->at, -1, sizeof d->at);
@@ -148,6 +166,54 @@ get_rank(PyObject *mod, commobj *self, PyObject *o, const char *what, int *out)
     return 0;
 }
 
+/* config=: the ncclCollConfig_t an NCCLCollConfig (or a low-level CollConfig)
+ * stands for.  An NCCLCollConfig keeps the struct it made in _lowpp until one
+ * of its fields changes (nccl.core.coll_config), so a config used again costs
+ * one attribute lookup; j keeps the struct until the call returns (the
+ * library reads it before that, also inside a group). */
+static int
+coll_config(PyObject *mod, PyObject *config, n4p_job *j)
+{
+    n4p_state *st = n4p_get_state(mod);
+    void *p = n4p_struct_ptr(st, N4P_S_COLL_CONFIG, config);
+    if (p != NULL) { /* a low-level CollConfig */
+        j->config = Py_NewRef(config);
+        j->call.config = p;
+        return 0;
+    }
+    PyObject *low = PyObject_GetAttr(config, st->str_lowpp);
+    if (low == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+    }
+    else if (low != Py_None && (p = n4p_struct_ptr(st, N4P_S_COLL_CONFIG, low)) != NULL) {
+        j->config = low;
+        j->call.config = p;
+        return 0;
+    }
+    Py_XDECREF(low);
+    PyObject *m = PyImport_ImportModule("nccl.core.coll_config");
+    if (m == NULL)
+        return -1;
+    j->config = PyObject_CallMethod(m, "_materialize", "O", config);
+    Py_DECREF(m);
+    if (j->config == NULL)
+        return -1;
+    PyObject *cfg = j->config;
+    if ((p = n4p_struct_ptr(st, N4P_S_COLL_CONFIG, cfg)) == NULL) { /* (cfg, ext nodes) */
+        PyObject *ptr = PyObject_GetAttrString(cfg, "ptr");
+        if (ptr == NULL)
+            return -1;
+        int rc = n4p_arg_ptr(ptr, "config", &p);
+        Py_DECREF(ptr);
+        if (rc < 0)
+            return -1;
+    }
+    j->call.config = p;
+    return 0;
+}
+
 /* Parse the arguments by the method's keywords; convert op, root or peer,
  * and stream (the buffers are call_checks.c's). */
 static int
@@ -172,6 +238,10 @@ parse_call(PyObject *mod, commobj *self, const coll_t *d, n4p_job *j, PyObject *
             get_rank(mod, self, o, n4p_coll_keywords[d->rank_role], &c->root) < 0)
             return -1;
     }
+    c->config = NULL;
+    if (d->at[A_CONFIG] >= 0 && j->args[d->at[A_CONFIG]] != NULL &&
+        j->args[d->at[A_CONFIG]] != Py_None && coll_config(mod, j->args[d->at[A_CONFIG]], j) < 0)
+        return -1;
     PyObject *o = c->stream_obj = j->args[d->at[A_STREAM]]; /* every call has a stream */
     void *s = NULL;
     if (o != NULL && n4p_stream_resolve(mod, o, &s) < 0)
@@ -203,7 +273,25 @@ run_call(const coll_t *d, const n4p_call *c, void *fn)
         CALL(((ncclAllToAllv_fn)fn)(c->send, c->counts[0], c->counts[1], c->recv, c->counts[2],
                                     c->counts[3], dt, c->comm, c->stream));
         break;
-    default: /* (send, recv, count, dtype, [op], [root], comm, stream) */
+    default: /* (send, recv, count, dtype, [op], [root], comm, stream, [config]) */
+        if (c->config != NULL) {
+            const ncclCollConfig_t *cfg = c->config;
+            if (d->rule == R_REDUCE || d->rule == R_REDUCE_SCATTER) {
+                if (c->root >= 0)
+                    CALL(((ncclReduceConfig_fn)fn)(c->send, c->recv, c->count, dt, op, c->root,
+                                                   c->comm, c->stream, cfg));
+                else
+                    CALL(((ncclAllReduceConfig_fn)fn)(c->send, c->recv, c->count, dt, op,
+                                                      c->comm, c->stream, cfg));
+            } else if (c->root >= 0) {
+                CALL(((ncclBroadcastConfig_fn)fn)(c->send, c->recv, c->count, dt, c->root,
+                                                  c->comm, c->stream, cfg));
+            } else {
+                CALL(((ncclAllGatherConfig_fn)fn)(c->send, c->recv, c->count, dt, c->comm,
+                                                  c->stream, cfg));
+            }
+            break;
+        }
         if (d->rule == R_REDUCE || d->rule == R_REDUCE_SCATTER) {
             if (c->root >= 0)
                 CALL(((ncclReduce_fn)fn)(c->send, c->recv, c->count, dt, op, c->root, c->comm,
@@ -235,6 +323,7 @@ call_method(commobj *self, PyTypeObject *cls, int which, PyObject *const *args,
     n4p_job j;
     j.rule = d->rule;
     j.resolved = 0;
+    j.config = NULL;
     n4p_call *c = &j.call;
     c->bias = NULL;
     c->count = 0;
@@ -251,7 +340,10 @@ call_method(commobj *self, PyTypeObject *cls, int which, PyObject *const *args,
     if (parse_call(mod, self, d, &j, args, nargs, kwnames) < 0)
         goto out;
     c->method = d->name;
-    c->fn = c->root < 0 ? d->fn_all : d->fn;
+    if (c->config != NULL)
+        c->fn = c->root < 0 ? d->fn_all_cfg : d->fn_cfg;
+    else
+        c->fn = c->root < 0 ? d->fn_all : d->fn;
     c->comm = self->comm;
     void *fn = n4p_fn(mod, c->fn);
     if (fn == NULL || n4p_check_buffers(mod, self, &j) < 0)
@@ -267,6 +359,7 @@ out:
             n4p_buffer_release(&j.buf[i]);
     for (int i = 0; i < 4; i++)
         PyMem_Free(j.counts[i]);
+    Py_XDECREF(j.config);
     res = n4p_trace_end(mod, self->trace, te, outer, res, &self->comm);
     n4p_comm_leave(self);
     return res;

@@ -44,6 +44,7 @@ typedef struct {
     ncclComm_t comm;
     cudaStream_t stream;
     PyObject *stream_obj; /* the stream argument (NULL when not given) */
+    const void *config;   /* config=: an ncclCollConfig_t (NULL: the plain call) */
 } n4p_call;
 
 /* The roles of arguments, and the rules of buffers (collectives.def). */
@@ -70,6 +71,7 @@ typedef struct {
     n4p_buffer buf[NBUF];
     unsigned resolved;      /* bit b: buf[b] is resolved */
     size_t *counts[4];      /* alltoallv's arrays (PyMem) */
+    PyObject *config;       /* what config= made (the struct behind call.config), or NULL */
     n4p_call call;
 } n4p_job;
 

@@ -360,6 +360,8 @@ def parse_collectives(path: Path = SRC / "collectives.def") -> tuple[list[Coll],
                                [args[r] for r in roles])
         elif macro == "N4P_COLL_DOC":
             colls[a[0]].summary, colls[a[0]].example = c_string(a[1]), c_string(a[2])
+        elif macro == "N4P_COLL_CONFIG":  # config=, keyword-only, after the others
+            colls[a[0]].args.append(args["A_CONFIG"])
     missing = [c.method for c in colls.values() if not c.summary]
     if missing:
         raise SystemExit(f"{path}: no N4P_COLL_DOC for {missing}")

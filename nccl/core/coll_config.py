@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from nccl._errors import NcclInvalid
 
@@ -99,6 +99,16 @@ class NCCLCollConfig:
     def __post_init__(self) -> None:
         _check_vendor_options(self.vendor_options)
 
+    # The low-level struct made from the fields (_materialize), kept for the
+    # next call until a field changes.  Not a field: equality, repr, asdict
+    # and replace() do not see it.
+    _lowpp: ClassVar[Any] = None  # per instance once set (object.__setattr__)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name != "_lowpp":
+            object.__setattr__(self, "_lowpp", None)
+
     def _fields_to_write(self) -> dict[str, Any]:
         """The C fields this config sets, checked (again: it is mutable)."""
         _check_vendor_options(self.vendor_options)
@@ -119,6 +129,68 @@ class NCCLCollConfig:
             out["alg_selection"] = self.alg_selection
         out["launch_completion_event"] = event_handle(self.launch_completion_event)
         return out
+
+
+def _materialize(config: Any) -> Any:
+    """The low-level ``CollConfig`` for ``config=`` of a collective (called by
+    the C executor when config is not None); the struct keeps its strings."""
+    from nccl import bindings as b
+
+    low = getattr(b, "CollConfig", None)
+    if low is not None and isinstance(config, low):
+        return config
+    if not isinstance(config, NCCLCollConfig):
+        raise TypeError(f"config must be an NCCLCollConfig or None, not {type(config).__name__}")
+    if low is None:
+        raise b.FunctionNotFoundError("this build has no ncclCollConfig_t (NCCL 2.31+)")
+    if config._lowpp is not None:
+        return config._lowpp
+    fields = config._fields_to_write()
+    cfg = low()
+    event = fields.pop("launch_completion_event")
+    for name, value in fields.items():
+        setattr(cfg, name, value)
+    if event:
+        cfg.launch_completion_event_handle = event
+    if config.vendor_options:  # a list can change in place: made again each time
+        return _Held(cfg, _link_vendor_options(cfg, config.vendor_options))
+    if config.launch_completion_event is None:  # an event can be closed meanwhile
+        object.__setattr__(config, "_lowpp", cfg)
+    return cfg
+
+
+class _Held:
+    """A config with the extension nodes it points to, alive together."""
+
+    __slots__ = ("cfg", "nodes", "ptr")
+
+    def __init__(self, cfg: Any, nodes: list) -> None:
+        self.cfg, self.nodes, self.ptr = cfg, nodes, cfg.ptr
+
+
+def _link_vendor_options(cfg: Any, options: Sequence[VendorOption]) -> list:
+    """One ``ConfigExt`` node per option, linked through ``next``."""
+    from nccl import bindings as b
+
+    ext = getattr(b, "ConfigExt", None)
+    if ext is None:
+        raise NotImplementedError("vendor_options need the ncclConfigExt_t binding (NCCL 2.31+), "
+                                  "which this build lacks")
+    nodes = []
+    for opt in options:
+        node = ext()
+        node.key.vendor_id, node.key.option_id = int(opt.vendor_id), int(opt.option_id)
+        if opt.int_value is not None:
+            node.val.i = int(opt.int_value)
+        elif opt.str_value is not None:
+            node.val.s = opt.str_value
+        else:
+            node.val.raw = int(opt.raw_value)  # type: ignore[arg-type]
+        nodes.append(node)
+    for a, nxt in zip(nodes, nodes[1:]):
+        a.next = nxt.ptr
+    cfg.ext = nodes[0].ptr
+    return nodes
 
 
 def _int_field(name: str, v: Any, lo: int, hi: int) -> int:
