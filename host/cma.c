@@ -40,26 +40,46 @@
 #include "internal.h"
 
 /* With NCCL4PY_HOST_SINGLE_COPY=auto, the smallest block a rank reads from
- * one peer for which single copy beats staging (measured with
- * bench/host_vs_mpi.py; below, the second round's synchronisation and the
- * system call cost more than the copy saved). */
-#define AUTO_MIN_GATHER (64u << 10)    /* all-gather, gather: one rank's block */
-#define AUTO_MIN_ALLTOALL (64u << 10)  /* all-to-all: one piece */
-#define AUTO_MIN_BROADCAST (128u << 10) /* broadcast: the whole message */
-
-static size_t auto_min(int kind)
+ * one peer for which single copy beats staging, measured with
+ * bench/host_vs_mpi.py on 2 CPUs.  A process_vm_readv copy costs about
+ * twice the CPU time of a memcpy (the kernel copies page by page, at about
+ * 10 GB/s even when the data is in the cache), and the second round costs a
+ * synchronisation, so single copy pays off when it saves a whole copy of
+ * data that is not in the cache anyway, or saves waiting for a copy.  With
+ * every rank on a CPU of its own that is from a few tens of KiB on.  With
+ * more ranks than CPUs, CPU time is what runs out and every extra round
+ * costs context switches: only the largest all-to-alls (where staging
+ * copies everything twice) and broadcasts (where it saves the readers a
+ * copy each) gain.  The count of online CPUs is the same for every rank of
+ * the machine, so all ranks choose alike. */
+static size_t auto_min(ncclComm_t c, int kind)
 {
+    static atomic_long cached;
+    long cpus = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (cpus == 0) {
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        cpus = cpus > 0 ? cpus : 1;
+        atomic_store_explicit(&cached, cpus, memory_order_relaxed);
+    }
+    const bool crowded = c->nranks > cpus;
     switch (kind) {
     case N4P_K_ALLGATHER:
     case N4P_K_GATHER:
-        return AUTO_MIN_GATHER;
+        return crowded ? SIZE_MAX : 32u << 10;
     case N4P_K_ALLTOALL:
-        return AUTO_MIN_ALLTOALL;
+        return crowded ? 1u << 20 : 32u << 10;
     case N4P_K_BROADCAST:
-        return AUTO_MIN_BROADCAST;
+        return crowded ? 16u << 20 : 64u << 10;
     default:
         return SIZE_MAX;
     }
+}
+
+/* Whether `kind` has a single-copy form at all. */
+static bool has_direct(int kind)
+{
+    return kind == N4P_K_ALLGATHER || kind == N4P_K_GATHER || kind == N4P_K_ALLTOALL ||
+           kind == N4P_K_BROADCAST;
 }
 
 static ssize_t read_peer(pid_t pid, void *dst, uint64_t src, size_t n)
@@ -114,8 +134,8 @@ int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *se
                       const void *recv, size_t send_bytes, size_t recv_bytes)
 {
     const size_t mode = c->env.single_copy;
-    if (mode == 0 || c->nranks < 2 || auto_min(kind) == SIZE_MAX ||
-        block_bytes <= N4P_EAGER_BYTES || (mode == N4P_SWITCH_AUTO && block_bytes < auto_min(kind)))
+    if (mode == 0 || c->nranks < 2 || !has_direct(kind) || block_bytes <= N4P_EAGER_BYTES ||
+        (mode == N4P_SWITCH_AUTO && block_bytes < auto_min(c, kind)))
         return N4P_DIRECT_NO;
     if (!c->cma)
         return N4P_DIRECT_VETO;

@@ -12,6 +12,7 @@ during single-copy collectives is a scenario of test_faults.py.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -20,9 +21,25 @@ from host_ranks import needs_host, run_ranks
 pytestmark = needs_host
 
 # Block sizes (bytes one rank sends to one peer) around the thresholds of
-# host/cma.c: the eager limit (4 KiB), 64 KiB and 128 KiB, and one larger
-# than a staging slot.
-BLOCKS = [4096, 4100, 65532, 65536, 131068, 131072, 600004]
+# host/cma.c: the eager limit (4 KiB), 32 KiB, 64 KiB, and larger than a
+# staging slot.
+BLOCKS = [4096, 4100, 32764, 32768, 65532, 65536, 600004]
+
+# NCCL4PY_HOST_SINGLE_COPY=auto's smallest block per collective (host/cma.c),
+# with a CPU per rank and with more ranks than CPUs.
+AUTO_MIN = {"allgather": (32 << 10, None), "alltoall": (32 << 10, 1 << 20),
+            "broadcast": (64 << 10, 16 << 20)}
+
+
+def auto_cases(nranks=2):
+    crowded = nranks > (os.cpu_count() or 1)
+    for op, mins in AUTO_MIN.items():
+        t = mins[crowded]
+        if t is None:
+            yield op, "auto", 8 << 20, False
+        else:
+            yield op, "auto", t - 4, False
+            yield op, "auto", t, True
 
 CHECK_ALL = r'''
 import os
@@ -153,11 +170,9 @@ except NCCLError as e:
 @pytest.mark.parametrize("op,mode,blk,disagree", [
     ("allgather", "1", 4100, True),      # forced: above the eager limit
     ("allgather", "1", 4096, False),     # eager: never single copy
-    ("alltoall", "auto", 65532, False),  # below the automatic threshold
-    ("alltoall", "auto", 65536, True),
-    ("broadcast", "auto", 131068, False),
-    ("broadcast", "auto", 131072, True),
+    ("alltoall", "1", 8192, True),
     ("broadcast", "1", 8192, True),
+    *auto_cases(),                       # just below and at the thresholds
 ])
 def test_path_choice_is_checked_across_ranks(tmp_path, op, mode, blk, disagree):
     reps = run_ranks(tmp_path, DISAGREE, 2, TEST_MODE=mode, TEST_BLOCK=str(blk), TEST_OP=op,
