@@ -45,6 +45,13 @@
  * results.  Outputs larger than the cache are written with streaming
  * stores (copy.c).
  *
+ * Single copy.  Large all-gathers, gathers, all-to-alls and broadcasts
+ * skip the segment where the kernel allows it (cma.c): each rank reads the
+ * peers' sendbuff straight into its recvbuff with process_vm_readv, in two
+ * rounds (publish the buffers; hold their owners until the readers are
+ * done).  The size from which that pays depends on the collective and on
+ * whether the ranks outnumber the CPUs (cma.c).
+ *
  * Checking.  The first round of every collective publishes (kind, count,
  * type, op, root) and compares it with those of the ranks it waits for, so
  * mismatched calls fail with ncclInvalidUsage instead of corrupting data.
