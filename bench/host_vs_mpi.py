@@ -276,9 +276,9 @@ def single_copy(op: str, n: int, nbytes: int, cpus: int) -> bool:
     if mode == "1":
         return True
     crowded = n > cpus
-    least = {"allgather": None if crowded else 32 << 10,
-             "alltoall": (1 << 20) if crowded else 32 << 10,
-             "broadcast": (16 << 20) if crowded else 64 << 10}[op]
+    least = {"allgather": (4 << 20) if crowded else 8 << 20,
+             "alltoall": (1 << 20) if crowded else 16 << 20,
+             "broadcast": None if crowded else 16 << 20}[op]
     return least is not None and block >= least
 
 

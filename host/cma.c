@@ -40,18 +40,20 @@
 #include "internal.h"
 
 /* With NCCL4PY_HOST_SINGLE_COPY=auto, the smallest block a rank reads from
- * one peer for which single copy beats staging, measured with
- * bench/host_vs_mpi.py on 2 CPUs.  A process_vm_readv copy costs about
- * twice the CPU time of a memcpy (the kernel copies page by page, at about
- * 10 GB/s even when the data is in the cache), and the second round costs a
- * synchronisation, so single copy pays off when it saves a whole copy of
- * data that is not in the cache anyway, or saves waiting for a copy.  With
- * every rank on a CPU of its own that is from a few tens of KiB on.  With
- * more ranks than CPUs, CPU time is what runs out and every extra round
- * costs context switches: only the largest all-to-alls (where staging
- * copies everything twice) and broadcasts (where it saves the readers a
- * copy each) gain.  The count of online CPUs is the same for every rank of
- * the machine, so all ranks choose alike. */
+ * one peer for which single copy beat staging in back-to-back calls
+ * (bench/host_vs_mpi.py, and the same calls alternating between the two
+ * paths, on a shared 2-CPU machine).  A process_vm_readv copy costs more
+ * CPU time than a memcpy (the kernel pins and copies page by page: about
+ * 10 GB/s at best, and much less while both ranks read each other), and
+ * single copy needs a second synchronisation per call, where staging lets
+ * ranks run ahead.  So it pays only for large messages, whose second copy
+ * would go through memory rather than the cache: from 8-16 MiB blocks while
+ * every rank has a CPU.  With more ranks than CPUs, CPU time and memory
+ * traffic are what run out, and single copy pays earlier for all-to-all
+ * and all-gather (which stage every byte twice), never for broadcast
+ * (whose staging root does not wait for the readers).  The count of online
+ * CPUs is the same for every rank of the machine, so all ranks choose
+ * alike. */
 static size_t auto_min(ncclComm_t c, int kind)
 {
     static atomic_long cached;
@@ -65,11 +67,11 @@ static size_t auto_min(ncclComm_t c, int kind)
     switch (kind) {
     case N4P_K_ALLGATHER:
     case N4P_K_GATHER:
-        return crowded ? SIZE_MAX : 32u << 10;
+        return crowded ? 4u << 20 : 8u << 20;
     case N4P_K_ALLTOALL:
-        return crowded ? 1u << 20 : 32u << 10;
+        return crowded ? 1u << 20 : 16u << 20;
     case N4P_K_BROADCAST:
-        return crowded ? 16u << 20 : 64u << 10;
+        return crowded ? SIZE_MAX : 16u << 20;
     default:
         return SIZE_MAX;
     }

@@ -20,15 +20,16 @@ from host_ranks import needs_host, run_ranks
 
 pytestmark = needs_host
 
-# Block sizes (bytes one rank sends to one peer) around the thresholds of
-# host/cma.c: the eager limit (4 KiB), 32 KiB, 64 KiB, and larger than a
-# staging slot.
+# Block sizes (bytes one rank sends to one peer): around the eager limit
+# (4 KiB), where mode 1 starts to read peers directly, around 32 and 64 KiB,
+# and larger than a staging slot.  The automatic thresholds (MiB) are
+# checked by test_path_choice_is_checked_across_ranks.
 BLOCKS = [4096, 4100, 32764, 32768, 65532, 65536, 600004]
 
 # NCCL4PY_HOST_SINGLE_COPY=auto's smallest block per collective (host/cma.c),
 # with a CPU per rank and with more ranks than CPUs.
-AUTO_MIN = {"allgather": (32 << 10, None), "alltoall": (32 << 10, 1 << 20),
-            "broadcast": (64 << 10, 16 << 20)}
+AUTO_MIN = {"allgather": (8 << 20, 4 << 20), "alltoall": (16 << 20, 1 << 20),
+            "broadcast": (16 << 20, None)}
 
 
 def auto_cases(nranks=2):
@@ -36,7 +37,7 @@ def auto_cases(nranks=2):
     for op, mins in AUTO_MIN.items():
         t = mins[crowded]
         if t is None:
-            yield op, "auto", 8 << 20, False
+            yield op, "auto", 32 << 20, False
         else:
             yield op, "auto", t - 4, False
             yield op, "auto", t, True
