@@ -24,19 +24,29 @@ the size sent by each rank.  Broadcast is in place (MPI's ``Bcast`` is).
 
 The memcpy model: the bytes each rank copies in the host backend's algorithm
 for a large message, ``W`` (a reduction of ``k`` inputs into one output counts
-as ``(k+1)/2`` copies, its memory traffic against a copy's), over the memcpy
+as ``(k+1)/2`` copies, its memory traffic against a copy's; a single-copy read
+of a peer's buffer with process_vm_readv counts as one copy), over the memcpy
 bandwidth of one stream when ``p = min(nranks, cpus)`` streams copy at once,
 and ``nranks / p`` ranks share a CPU::
 
     allreduce       W = m * ((n-1)/n + (n+1)/(2n) + 1)   stage others' shares,
                                                           reduce own, copy out
-    allgather       W = m * (n+1)/n                       stage own, own to out,
+    allgather       W = m                 single copy:    own to out, read n-1 blocks
+                    W = m * (n+1)/n       staged:         stage own, own to out,
                                                           copy out the n-1 others
     reduce_scatter  W = m/n * ((n-1) + (n+1)/2)           stage n-1 pieces, reduce
-    broadcast       W = m                                 root stages, others copy out
-    alltoall        W = m * (2n-1)/n                      stage n-1 pieces, own piece,
+    broadcast       W = m                                 non-roots read the root's
+                                                          buffer (or copy it out of
+                                                          the segment)
+    alltoall        W = m                 single copy:    own piece, read n-1 pieces
+                    W = m * (2n-1)/n      staged:         stage n-1 pieces, own piece,
                                                           copy out n-1 pieces
     time = W * (n / p) / bandwidth(p)
+
+Which of the two a call takes follows NCCL4PY_HOST_SINGLE_COPY and its
+automatic thresholds (host/cma.c; ``single_copy`` below repeats them).  A
+process_vm_readv copy moves about 10 GB/s even within the cache, so the model
+flatters the single-copy rows.
 
 Both bandwidths (one stream alone, and p streams at once, 64 MiB copies with
 NumPy) are measured in the same run, before and after the collectives; the
@@ -256,9 +266,27 @@ def memcpy_bandwidth(streams: int, nbytes: int = 64 << 20, reps: int = 10) -> fl
     return got[len(got) // 2]
 
 
-def model_work(op: str, n: int, nbytes: int) -> float:
+def single_copy(op: str, n: int, nbytes: int, cpus: int) -> bool:
+    """Whether the host backend copies straight from the peers' buffers
+    (host/cma.c's choice, for NCCL4PY_HOST_SINGLE_COPY unset or auto)."""
+    mode = os.environ.get("NCCL4PY_HOST_SINGLE_COPY", "").strip().lower() or "auto"
+    block = nbytes if op == "broadcast" else nbytes // n
+    if mode == "0" or op not in ("allgather", "alltoall", "broadcast") or block <= 4096:
+        return False
+    if mode == "1":
+        return True
+    crowded = n > cpus
+    least = {"allgather": (4 << 20) if crowded else 8 << 20,
+             "alltoall": (1 << 20) if crowded else 16 << 20,
+             "broadcast": None if crowded else 16 << 20}[op]
+    return least is not None and block >= least
+
+
+def model_work(op: str, n: int, nbytes: int, cpus: int) -> float:
     """Bytes each rank copies in the host backend's large-message algorithm."""
     m = float(nbytes)
+    if single_copy(op, n, nbytes, cpus):
+        return m
     return {"allreduce": m * ((n - 1) / n + (n + 1) / (2 * n) + 1),
             "allgather": m * (n + 1) / n,
             "reduce_scatter": m / n * ((n - 1) + (n + 1) / 2),
@@ -268,7 +296,7 @@ def model_work(op: str, n: int, nbytes: int) -> float:
 
 def model_time(op: str, n: int, nbytes: int, bw: dict[int, float], cpus: int) -> float:
     p = min(n, cpus)
-    return model_work(op, n, nbytes) * (n / p) / (bw[p] * 1e9)
+    return model_work(op, n, nbytes, cpus) * (n / p) / (bw[p] * 1e9)
 
 
 # ---------------------------------------------------------------- driver side

@@ -45,6 +45,13 @@
  * results.  Outputs larger than the cache are written with streaming
  * stores (copy.c).
  *
+ * Single copy.  Large all-gathers, gathers, all-to-alls and broadcasts
+ * skip the segment where the kernel allows it (cma.c): each rank reads the
+ * peers' sendbuff straight into its recvbuff with process_vm_readv, in two
+ * rounds (publish the buffers; hold their owners until the readers are
+ * done).  The size from which that pays depends on the collective and on
+ * whether the ranks outnumber the CPUs (cma.c).
+ *
  * Checking.  The first round of every collective publishes (kind, count,
  * type, op, root) and compares it with those of the ranks it waits for, so
  * mismatched calls fail with ncclInvalidUsage instead of corrupting data.
@@ -84,7 +91,7 @@ static ncclResult_t begin(round_t *rd, unsigned reuse)
 {
     rd->t = rd->c->epoch;
     rd->set = (int)(rd->t & 1);
-    return n4p_round_open(rd->c, rd->o, reuse);
+    return n4p_round_open(rd->c, rd->o, reuse, N4P_DIRECT_NO);
 }
 
 /* Arrive; wait for `from` (a rank, N4P_ALL or N4P_NOBODY). */
@@ -425,6 +432,133 @@ static ncclResult_t scatter(ncclComm_t c, const n4p_op *o)
     return ncclSuccess;
 }
 
+/* ------------------------------------------------------ single copy -- */
+
+/* Large all-gathers, gathers, all-to-alls and broadcasts read the peers'
+ * buffers directly when every rank can (cma.c): round one publishes the
+ * buffers and waits for everybody, then each rank reads what it needs
+ * straight into recvbuff, then round two holds the owners of buffers that
+ * are read until their readers are done.  Peers are read starting with the
+ * next rank, so that they are not all read by everybody at once. */
+
+/* Round one; *go tells whether every rank takes part.  The peers'
+ * sendbuff addresses are left in c->srcs. */
+static ncclResult_t direct_open(round_t *rd, int choice, bool *go)
+{
+    ncclComm_t c = rd->c;
+    ncclResult_t rc;
+    *go = false;
+    rd->t = c->epoch;
+    if ((rc = n4p_round_open(c, rd->o, N4P_REUSE_EAGER, choice)) != ncclSuccess ||
+        (rc = end(rd, N4P_ALL)) != ncclSuccess)
+        return rc;
+    for (int k = 0; k < c->nranks; k++) {
+        const n4p_desc *p = &c->seg.ranks[k].desc[rd->t % N4P_DEPTH];
+        if (p->direct != N4P_DIRECT_OK)
+            return ncclSuccess;
+        c->srcs[k] = (const void *)(uintptr_t)p->sbuf;
+    }
+    *go = true;
+    return ncclSuccess;
+}
+
+/* Round two: arrive, and wait for `from` (the readers of this rank's
+ * buffers). */
+static ncclResult_t direct_close(round_t *rd, int from)
+{
+    ncclResult_t rc = begin(rd, N4P_REUSE_EAGER);
+    return rc != ncclSuccess ? rc : end(rd, from);
+}
+
+static inline uint64_t addr(const void *p, size_t off)
+{
+    return (uint64_t)(uintptr_t)p + off;
+}
+
+static ncclResult_t direct_run(ncclComm_t c, const n4p_op *o, int choice, bool *go)
+{
+    const int n = c->nranks, r = c->rank;
+    const size_t blk = o->count * n4p_dtype_size(o->dtype);
+    const char *send = o->sendbuff;
+    char *recv = o->recvbuff;
+    round_t rd = {c, o, 0, 0};
+    ncclResult_t rc = direct_open(&rd, choice, go);
+    if (rc != ncclSuccess || !*go)
+        return rc;
+    const void *const *src = (const void *const *)c->srcs;
+    int wait = N4P_ALL;
+    switch (o->kind) {
+    case N4P_K_BROADCAST:
+        if (r == o->root) {
+            if (send != recv)
+                n4p_copy(recv, send, blk, n4p_streaming(c, blk));
+        } else {
+            rc = n4p_cma_read(c, o->root, recv, addr(src[o->root], 0), blk);
+            wait = N4P_NOBODY;
+        }
+        break;
+    case N4P_K_ALLGATHER:
+    case N4P_K_GATHER:
+        if (o->kind == N4P_K_GATHER && r != o->root) {
+            wait = o->root;
+            break;
+        }
+        if (o->kind == N4P_K_GATHER)
+            wait = N4P_NOBODY;
+        if (send != recv + (size_t)r * blk)
+            n4p_copy(recv + (size_t)r * blk, send, blk, n4p_streaming(c, (size_t)n * blk));
+        for (int i = 1; i < n && rc == ncclSuccess; i++) {
+            int k = (r + i) % n;
+            rc = n4p_cma_read(c, k, recv + (size_t)k * blk, addr(src[k], 0), blk);
+        }
+        break;
+    case N4P_K_ALLTOALL:
+        n4p_copy(recv + (size_t)r * blk, send + (size_t)r * blk, blk,
+                 n4p_streaming(c, (size_t)n * blk));
+        for (int i = 1; i < n && rc == ncclSuccess; i++) {
+            int k = (r + i) % n;
+            rc = n4p_cma_read(c, k, recv + (size_t)k * blk, addr(src[k], (size_t)r * blk), blk);
+        }
+        break;
+    default:
+        return n4p_fail(c, ncclInternalError, "no single-copy form of %s", c->cur_op);
+    }
+    return rc != ncclSuccess ? rc : direct_close(&rd, wait);
+}
+
+/* The single-copy form of the call when it has one and it applies (*done),
+ * else nothing. */
+static ncclResult_t single_copy(ncclComm_t c, const n4p_op *o, bool *done)
+{
+    const size_t n = (size_t)c->nranks;
+    const size_t blk = o->count * n4p_dtype_size(o->dtype);
+    const bool root = c->rank == o->root;
+    size_t sbytes = blk, rbytes = blk;
+    switch (o->kind) {
+    case N4P_K_BROADCAST:
+        sbytes = root ? blk : 0;
+        break;
+    case N4P_K_ALLGATHER:
+        rbytes = n * blk;
+        break;
+    case N4P_K_GATHER:
+        rbytes = root ? n * blk : 0;
+        break;
+    case N4P_K_ALLTOALL:
+        sbytes = rbytes = n * blk;
+        break;
+    default:
+        *done = false;
+        return ncclSuccess;
+    }
+    int choice = n4p_direct_choice(c, o->kind, blk, o->sendbuff, o->recvbuff, sbytes, rbytes);
+    if (choice == N4P_DIRECT_NO) {
+        *done = false;
+        return ncclSuccess;
+    }
+    return direct_run(c, o, choice, done);
+}
+
 ncclResult_t n4p_exec_coll(n4p_op *o)
 {
     ncclComm_t c = o->comm;
@@ -457,6 +591,12 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
         rc = n4p_resolve_op(c, o->op, o->dtype, &rs);
         if (rc != ncclSuccess)
             return rc;
+    }
+    bool done = false;
+    if ((rc = single_copy(c, o, &done)) != ncclSuccess || done) {
+        if (rc == ncclSuccess)
+            c->cur_op = NULL;
+        return rc;
     }
     switch (o->kind) {
     case N4P_K_ALLREDUCE:

@@ -90,6 +90,7 @@ static void comm_free(ncclComm_t comm)
     }
     free(comm->ops);
     free(comm->srcs);
+    free(comm->pids);
     pthread_mutex_destroy(&comm->lock);
     comm->magic = N4P_COMM_DEAD;
     free(comm);
@@ -126,7 +127,8 @@ ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id
     comm->cur_op = "ncclCommInitRank";
     pthread_mutex_init(&comm->lock, NULL);
     comm->srcs = calloc((size_t)nranks, sizeof *comm->srcs);
-    if (comm->srcs == NULL) {
+    comm->pids = calloc((size_t)nranks, sizeof *comm->pids);
+    if (comm->srcs == NULL || comm->pids == NULL) {
         comm_free(comm);
         return n4p_fail(NULL, ncclSystemError, "out of memory");
     }
@@ -477,7 +479,7 @@ ncclResult_t n4p_exec_split(n4p_op *o)
     /* The (color, key) exchange is one round, checked like a collective so
      * that mismatched calls are reported. */
     const uint64_t round = comm->epoch;
-    ncclResult_t rc = n4p_round_open(comm, o, N4P_REUSE_EAGER);
+    ncclResult_t rc = n4p_round_open(comm, o, N4P_REUSE_EAGER, N4P_DIRECT_NO);
     if (rc == ncclSuccess) {
         int32_t *mine = n4p_eager(comm, comm->rank, round);
         mine[0] = o->color;

@@ -26,14 +26,14 @@
 
 #include "internal.h"
 
-enum { SECONDS, BYTES };
+enum { SECONDS, BYTES, SWITCH }; /* SWITCH: 0, 1 or auto (stored as 2) */
 
 typedef struct {
     const char *name;
     int type;
     double min, max; /* accepted range, inclusive */
     double dflt;     /* value when unset or empty */
-    size_t offset;   /* of the field in n4p_settings: double (SECONDS), size_t (BYTES) */
+    size_t offset;   /* of the field in n4p_settings: double (SECONDS), size_t (others) */
     const char *zero; /* what 0 means, or NULL */
     const char *help; /* what it sets, for the parameter API (params.c) */
 } env_var;
@@ -52,6 +52,10 @@ static const env_var vars[] = {
     {"NCCL4PY_HOST_RING_BYTES", BYTES, N4P_MIN_RING, N4P_MAX_BUF, 0, FIELD(ring_bytes), NULL,
      "Capacity of each point-to-point ring; 0 (the default): 32 MiB/nranks^2, within "
      "64 KiB..1 MiB"},
+    {"NCCL4PY_HOST_SINGLE_COPY", SWITCH, 0, N4P_SWITCH_AUTO, N4P_SWITCH_AUTO,
+     FIELD(single_copy), NULL,
+     "Large collectives copy straight between the ranks' buffers (process_vm_readv): "
+     "0 never, 1 whenever the kernel allows, auto (2) above a size threshold"},
 };
 
 static const char *skip_space(const char *s)
@@ -102,9 +106,29 @@ static bool parse_bytes(const char *s, double *out)
     return true;
 }
 
+/* 0, 1 or auto (any case). */
+static bool parse_switch(const char *s, double *out)
+{
+    s = skip_space(s);
+    size_t len = strlen(s);
+    while (len > 0 && isspace((unsigned char)s[len - 1]))
+        len--;
+    if (len == 1 && (s[0] == '0' || s[0] == '1'))
+        *out = s[0] - '0';
+    else if (len == 4 && strncasecmp(s, "auto", 4) == 0)
+        *out = N4P_SWITCH_AUTO;
+    else
+        return false;
+    return true;
+}
+
 /* The accepted values of `v`, in words. */
 static void describe(const env_var *v, char *buf, size_t len)
 {
+    if (v->type == SWITCH) {
+        snprintf(buf, len, "0, 1 or auto");
+        return;
+    }
     char zero[64] = "";
     if (v->zero != NULL)
         snprintf(zero, sizeof zero, "; 0 means %s", v->zero);
@@ -121,7 +145,9 @@ static ncclResult_t read_one(const env_var *v, double *val, bool *from_env)
     *from_env = false;
     if (text == NULL || *skip_space(text) == '\0')
         return ncclSuccess;
-    bool ok = v->type == SECONDS ? parse_seconds(text, val) : parse_bytes(text, val);
+    bool ok = v->type == SECONDS  ? parse_seconds(text, val)
+              : v->type == SWITCH ? parse_switch(text, val)
+                                  : parse_bytes(text, val);
     if (!ok || *val < v->min || *val > v->max) {
         char accepted[N4P_ENV_DESCLEN];
         describe(v, accepted, sizeof accepted);
@@ -174,7 +200,7 @@ void n4p_env_describe(size_t i, n4p_env_param *p)
     const env_var *v = &vars[i];
     p->name = v->name;
     p->help = v->help;
-    p->bytes = v->type == BYTES;
+    p->bytes = v->type != SECONDS;
     p->dflt = v->dflt;
     describe(v, p->accepted, sizeof p->accepted);
 }

@@ -42,7 +42,7 @@
 
 /* ------------------------------------------------------ shared segment -- */
 
-#define N4P_SEG_MAGIC 0x6e34706873656733ull /* "n4phseg3" */
+#define N4P_SEG_MAGIC 0x6e34706873656734ull /* "n4phseg4" */
 #define N4P_SHM_DIR "/dev/shm"
 #define N4P_SHM_PREFIX "nccl4py-"
 #define N4P_MAX_RANKS 1024
@@ -79,7 +79,13 @@ typedef struct {
     int32_t dtype;
     int32_t op;   /* builtin op, or -1 for any PreMulSum op */
     int32_t root;
+    int32_t direct; /* N4P_DIRECT_*: whether this call tries single copy (cma.c) */
+    int32_t pad;
+    uint64_t sbuf, rbuf; /* the rank's buffers, for peers' single-copy reads */
 } n4p_desc;
+
+/* n4p_desc.direct */
+enum { N4P_DIRECT_NO = 0, N4P_DIRECT_OK = 1, N4P_DIRECT_VETO = 2 };
 
 /* Per-rank control block in the segment.  `seq` is written only by its
  * owner and sits on its own cache line. */
@@ -89,6 +95,7 @@ typedef struct {
     _Atomic int32_t state;
     int32_t pid;
     uint64_t starttime; /* from /proc/<pid>/stat, guards against pid reuse */
+    uint64_t probe_addr; /* a word of the rank's memory peers read once (cma.c) */
     n4p_desc desc[N4P_DEPTH]; /* indexed by round % N4P_DEPTH */
     int32_t errcode;    /* filled before the segment is poisoned */
     char errmsg[N4P_ERRLEN];
@@ -151,8 +158,11 @@ typedef struct {
     double wait_report; /* seconds blocked before saying what for; 0: never */
     size_t slot_bytes;  /* 0: automatic */
     size_t ring_bytes;  /* 0: automatic */
+    size_t single_copy; /* 0, 1 or N4P_SWITCH_AUTO (cma.c) */
     int debug;          /* NCCL_DEBUG level */
 } n4p_settings;
+
+#define N4P_SWITCH_AUTO 2
 
 enum { N4P_LOG_NONE = 0, N4P_LOG_VERSION = 1, N4P_LOG_WARN = 2, N4P_LOG_INFO = 3 };
 
@@ -220,6 +230,8 @@ struct ncclComm {
     _Atomic double wait_start, wait_stamp; /* n4p_now(); wait_stamp 0: not waiting */
     char wait_ranks[160];
     const void **srcs;  /* nranks source pointers for the reduce kernels */
+    int32_t *pids;      /* the ranks' pids, copied when all joined (cma.c) */
+    bool cma;           /* single-copy reads of every peer work (cma.c) */
     char errmsg[N4P_ERRLEN];
     pthread_mutex_t lock; /* guards regs and ops */
     n4p_reg *regs;
@@ -286,7 +298,7 @@ int n4p_debug_level(void);
 typedef struct {
     const char *name;
     const char *help;
-    bool bytes;  /* a whole number of bytes (else seconds, a double) */
+    bool bytes;  /* a whole number: bytes or a switch (else seconds, a double) */
     double dflt; /* the value when unset or empty */
     char accepted[N4P_ENV_DESCLEN];
 } n4p_env_param;
@@ -327,6 +339,12 @@ void n4p_add_bias(int dtype, void *dst, const void *bias, size_t count);
 /* copy.c */
 bool n4p_streaming(ncclComm_t comm, size_t out_bytes);
 void n4p_copy(void *dst, const void *src, size_t n, bool stream);
+
+/* cma.c */
+void n4p_cma_probe(ncclComm_t comm);
+int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *send,
+                      const void *recv, size_t send_bytes, size_t recv_bytes);
+ncclResult_t n4p_cma_read(ncclComm_t c, int peer, void *dst, uint64_t src, size_t n);
 
 /* shm.c */
 ncclResult_t n4p_random_id(ncclUniqueId *id);
@@ -383,7 +401,7 @@ const char *n4p_kind_name(int kind);
 bool n4p_is_reduction(int kind);
 bool n4p_is_rooted(int kind);
 void *n4p_eager(ncclComm_t c, int k, uint64_t round);
-ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse);
+ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse, int direct);
 ncclResult_t n4p_round_close(ncclComm_t c, bool check, int from);
 
 /* collectives.c */

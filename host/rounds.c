@@ -104,7 +104,7 @@ static uint64_t min_peer_seq(ncclComm_t c)
     return m;
 }
 
-ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse)
+ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse, int direct)
 {
     const uint64_t t = c->epoch;
     const uint64_t need = t + 2 > reuse ? t + 2 - reuse : 0;
@@ -122,6 +122,9 @@ ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse)
             .dtype = o->dtype,
             .op = n4p_is_reduction(o->kind) ? (o->op < ncclNumOps ? o->op : -1) : 0,
             .root = n4p_is_rooted(o->kind) ? o->root : -1,
+            .direct = direct,
+            .sbuf = (uint64_t)(uintptr_t)o->sendbuff,
+            .rbuf = (uint64_t)(uintptr_t)o->recvbuff,
         };
         if (o->kind == N4P_K_SPLIT)
             d.dtype = 0, d.count = 0;
@@ -168,6 +171,15 @@ ncclResult_t n4p_round_close(ncclComm_t c, bool check, int from)
         if (p->epoch != d->epoch || p->kind != d->kind || p->count != d->count ||
             p->dtype != d->dtype || p->op != d->op || p->root != d->root)
             return mismatch(c, k, p);
+        if ((p->direct == N4P_DIRECT_NO) != (d->direct == N4P_DIRECT_NO)) {
+            n4p_set_error(c,
+                          "%s: rank %d and rank %d disagree on single-copy transfers "
+                          "(NCCL4PY_HOST_SINGLE_COPY must be the same on every rank)",
+                          n4p_kind_name(d->kind), c->rank, k);
+            n4p_comm_failed(c, ncclInvalidUsage);
+            n4p_poison(c, ncclInvalidUsage);
+            return ncclInvalidUsage;
+        }
     }
     return ncclSuccess;
 }

@@ -416,6 +416,7 @@ static bool claim_rank(ncclComm_t comm)
         return false;
     me->pid = (int32_t)getpid();
     me->starttime = n4p_proc_starttime(getpid(), NULL);
+    me->probe_addr = (uint64_t)(uintptr_t)&comm->magic;
     atomic_store_explicit(&me->state, N4P_RANK_JOINED, memory_order_release);
     return true;
 }

@@ -515,6 +515,7 @@ ncclResult_t n4p_wait_joined(ncclComm_t comm)
     if (rc != ncclSuccess)
         return rc;
     comm->joined_all = true;
+    n4p_cma_probe(comm);
     n4p_log(N4P_LOG_INFO, comm, "comm %p rank %d nRanks %d - Init COMPLETE", (void *)comm,
             comm->rank, comm->nranks);
     n4p_log(N4P_LOG_INFO, comm,

@@ -1,8 +1,8 @@
 """Fault injection on the host backend.
 
 Three ranks (separate processes) share a communicator; one of them
-misbehaves: it is SIGKILLed during a collective, inside a group, or during
-communicator creation; it never arrives at a collective; or it calls a
+misbehaves: it is SIGKILLed during a collective, during single-copy collectives whose
+buffers its peers read, inside a group, or during communicator creation; it never arrives at a collective; or it calls a
 different collective than the others.  For each case the survivors must get
 an NCCLError within the timeout (NCCL4PY_HOST_TIMEOUT=3), abort/destroy must
 return, no /dev/shm segment of these communicators may remain, and a new
@@ -73,6 +73,16 @@ try:
         if rank == victim:
             die()
         b.group_end()
+    elif scenario == "kill_single_copy":
+        # large all-to-alls read straight from the peers' buffers
+        # (NCCL4PY_HOST_SINGLE_COPY=1); the victim dies in the middle
+        big = np.ones(3 << 20, np.float32)
+        res = np.empty_like(big)
+        if rank == victim:
+            import threading
+            threading.Timer(0.05, die).start()
+        for i in range(1000):
+            b.allto_all(big.ctypes.data, res.ctypes.data, big.size // nranks, F32, comm, 0)
     elif scenario == "never_arrives":
         if rank == victim:
             time.sleep(120)                # killed by the test
@@ -112,6 +122,7 @@ EXPECT = {  # scenario -> statuses the survivors may see
     "kill_collective": {REMOTE, TIMEOUT_STATUS},
     "kill_group": {REMOTE, TIMEOUT_STATUS},
     "kill_init": {REMOTE, TIMEOUT_STATUS},
+    "kill_single_copy": {REMOTE, TIMEOUT_STATUS},
     "never_arrives": {TIMEOUT_STATUS, REMOTE},
     "mismatch": {INVALID_USAGE},
 }
@@ -121,7 +132,7 @@ EXPECT = {  # scenario -> statuses the survivors may see
 def test_survivors_get_an_error_and_recover(scenario):
     nranks = 3
     uid1, uid2 = new_ids(2)
-    env = host_env()
+    env = host_env(NCCL4PY_HOST_SINGLE_COPY="1" if scenario == "kill_single_copy" else None)
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, scenario, str(r), str(nranks), uid1,
                                uid2], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for r in range(nranks)]
@@ -138,7 +149,7 @@ def test_survivors_get_an_error_and_recover(scenario):
                 p.kill()
             p.communicate()
     elapsed = time.monotonic() - t0
-    if scenario in ("kill_collective", "kill_group", "kill_init"):
+    if scenario.startswith("kill_"):
         assert victim.returncode == -signal.SIGKILL, victim.stderr
     results = []
     for p, (so, se) in zip(survivors, outs):

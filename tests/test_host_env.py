@@ -55,6 +55,9 @@ BAD = [
     ("NCCL4PY_HOST_TIMEOUT", "1e400"),
     ("NCCL4PY_HOST_WAIT_REPORT", "-3"),
     ("NCCL4PY_HOST_WAIT_REPORT", "ten"),
+    ("NCCL4PY_HOST_SINGLE_COPY", "2"),
+    ("NCCL4PY_HOST_SINGLE_COPY", "yes"),
+    ("NCCL4PY_HOST_SINGLE_COPY", "autox"),
 ]
 
 
@@ -64,7 +67,7 @@ def test_bad_value_is_a_clear_invalid_argument(var, value):
     assert out.get("status") == INVALID_ARGUMENT, out
     msg = out["msg"]
     assert f"{var}={value}" in msg, msg
-    assert re.search(r"from \S+ to \S+", msg), msg  # the accepted range
+    assert re.search(r"from \S+ to \S+|0, 1 or auto", msg), msg  # the accepted values
 
 
 GOOD = [
@@ -76,6 +79,9 @@ GOOD = [
     ("NCCL4PY_HOST_TIMEOUT", "0"),
     ("NCCL4PY_HOST_TIMEOUT", " 2.5 "),
     ("NCCL4PY_HOST_WAIT_REPORT", "0"),
+    ("NCCL4PY_HOST_SINGLE_COPY", "0"),
+    ("NCCL4PY_HOST_SINGLE_COPY", " 1 "),
+    ("NCCL4PY_HOST_SINGLE_COPY", "AUTO"),
 ]
 
 

@@ -57,7 +57,7 @@ lib.ncclParamDumpAll()
 """
 
 HOST_PARAMS = ["NCCL4PY_HOST_TIMEOUT", "NCCL4PY_HOST_WAIT_REPORT", "NCCL4PY_HOST_SLOT_BYTES",
-               "NCCL4PY_HOST_RING_BYTES"]
+               "NCCL4PY_HOST_RING_BYTES", "NCCL4PY_HOST_SINGLE_COPY"]
 
 
 def run_params(**env):

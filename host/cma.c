@@ -1,0 +1,182 @@
+/*
+ * cma.c - single-copy transfers: a rank reads a peer's buffer directly.
+ *
+ * The staging protocol (rounds.c) copies every byte twice: into the
+ * segment, then out.  Linux lets a process read the memory of another
+ * process of the same user with process_vm_readv ("cross-memory attach"),
+ * unless ptrace restrictions (Yama, seccomp filters of containers) forbid
+ * it.  Large all-gathers, all-to-alls and broadcasts use it to copy each
+ * byte once, straight from the owner's sendbuff into the reader's recvbuff.
+ *
+ * Whether it works is probed once per communicator, when every rank has
+ * joined: each rank publishes the address of a word of its own memory
+ * (n4p_rank_ctl.probe_addr) and reads that word of every peer.  A rank for
+ * which a read fails, or returns the wrong value, never offers single copy.
+ *
+ * Agreement.  A call that may go single-copy starts with a round in which
+ * every rank publishes its buffers' addresses and N4P_DIRECT_OK, or
+ * N4P_DIRECT_VETO when it cannot take part (the probe failed, or its
+ * buffers overlap in a way that a direct read would see half-written data).
+ * The round waits for everybody; the call goes single-copy only when all
+ * said OK, else every rank falls back to staging.  Whether a call tries
+ * single copy at all (NCCL4PY_HOST_SINGLE_COPY and the size thresholds
+ * below) is compared like the call's other arguments, so ranks configured
+ * differently fail with ncclInvalidUsage instead of hanging.
+ *
+ * Completion.  After its reads a rank arrives at a second round; the owner
+ * of a buffer that peers read waits in it for them, so no rank returns (and
+ * lets its caller reuse or free the buffer) while a peer still reads it.
+ * A failed read (a peer that died or unmapped its buffer) fails the call
+ * with ncclRemoteError and poisons the segment, so the peers fail too.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* With NCCL4PY_HOST_SINGLE_COPY=auto, the smallest block a rank reads from
+ * one peer for which single copy beat staging in back-to-back calls
+ * (bench/host_vs_mpi.py, and the same calls alternating between the two
+ * paths, on a shared 2-CPU machine).  A process_vm_readv copy costs more
+ * CPU time than a memcpy (the kernel pins and copies page by page: about
+ * 10 GB/s at best, and much less while both ranks read each other), and
+ * single copy needs a second synchronisation per call, where staging lets
+ * ranks run ahead.  So it pays only for large messages, whose second copy
+ * would go through memory rather than the cache: from 8-16 MiB blocks while
+ * every rank has a CPU.  With more ranks than CPUs, CPU time and memory
+ * traffic are what run out, and single copy pays earlier for all-to-all
+ * and all-gather (which stage every byte twice), never for broadcast
+ * (whose staging root does not wait for the readers).  The count of online
+ * CPUs is the same for every rank of the machine, so all ranks choose
+ * alike. */
+static size_t auto_min(ncclComm_t c, int kind)
+{
+    static atomic_long cached;
+    long cpus = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (cpus == 0) {
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        cpus = cpus > 0 ? cpus : 1;
+        atomic_store_explicit(&cached, cpus, memory_order_relaxed);
+    }
+    const bool crowded = c->nranks > cpus;
+    switch (kind) {
+    case N4P_K_ALLGATHER:
+    case N4P_K_GATHER:
+        return crowded ? 4u << 20 : 8u << 20;
+    case N4P_K_ALLTOALL:
+        return crowded ? 1u << 20 : 16u << 20;
+    case N4P_K_BROADCAST:
+        return crowded ? SIZE_MAX : 16u << 20;
+    default:
+        return SIZE_MAX;
+    }
+}
+
+/* Whether `kind` has a single-copy form at all. */
+static bool has_direct(int kind)
+{
+    return kind == N4P_K_ALLGATHER || kind == N4P_K_GATHER || kind == N4P_K_ALLTOALL ||
+           kind == N4P_K_BROADCAST;
+}
+
+static ssize_t read_peer(pid_t pid, void *dst, uint64_t src, size_t n)
+{
+    struct iovec local = {dst, n};
+    struct iovec remote = {(void *)(uintptr_t)src, n};
+    return process_vm_readv(pid, &local, 1, &remote, 1, 0);
+}
+
+void n4p_cma_probe(ncclComm_t c)
+{
+    c->cma = false;
+    if (c->nranks < 2)
+        return;
+    if (c->env.single_copy == 0) {
+        n4p_log(N4P_LOG_INFO, c, "comm %p rank %d nRanks %d host backend: staged "
+                "transfers only (NCCL4PY_HOST_SINGLE_COPY=0)", (void *)c, c->rank, c->nranks);
+        return;
+    }
+    const char *why = NULL;
+    int bad = -1;
+    for (int k = 0; k < c->nranks && why == NULL; k++) {
+        const n4p_rank_ctl *p = &c->seg.ranks[k];
+        c->pids[k] = p->pid;
+        if (k == c->rank)
+            continue;
+        uint64_t word = 0;
+        ssize_t got = read_peer((pid_t)p->pid, &word, p->probe_addr, sizeof word);
+        if (got != (ssize_t)sizeof word)
+            why = strerror(got < 0 ? errno : EIO), bad = k;
+        else if (word != N4P_COMM_MAGIC)
+            why = "unexpected data", bad = k;
+    }
+    c->cma = why == NULL;
+    if (c->cma)
+        n4p_log(N4P_LOG_INFO, c, "comm %p rank %d nRanks %d host backend: single-copy "
+                "transfers (process_vm_readv) for large collectives",
+                (void *)c, c->rank, c->nranks);
+    else
+        n4p_log(N4P_LOG_INFO, c, "comm %p rank %d nRanks %d host backend: staged "
+                "transfers only; process_vm_readv of rank %d failed: %s",
+                (void *)c, c->rank, c->nranks, bad, why);
+}
+
+static bool overlap(const void *a, size_t an, const void *b, size_t bn)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
+int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *send,
+                      const void *recv, size_t send_bytes, size_t recv_bytes)
+{
+    const size_t mode = c->env.single_copy;
+    if (mode == 0 || c->nranks < 2 || !has_direct(kind) || block_bytes <= N4P_EAGER_BYTES ||
+        (mode == N4P_SWITCH_AUTO && block_bytes < auto_min(c, kind)))
+        return N4P_DIRECT_NO;
+    if (!c->cma)
+        return N4P_DIRECT_VETO;
+    bool ok = true;
+    switch (kind) {
+    case N4P_K_ALLGATHER:
+    case N4P_K_GATHER:
+        /* peers read sendbuff while this rank writes the other blocks of
+         * recvbuff: in place (its own block) or apart */
+        ok = send == (const char *)recv + (size_t)c->rank * block_bytes ||
+             !overlap(send, send_bytes, recv, recv_bytes);
+        break;
+    case N4P_K_ALLTOALL:
+        /* in place, a rank would overwrite pieces its peers still read */
+        ok = !overlap(send, send_bytes, recv, recv_bytes);
+        break;
+    default:
+        break;
+    }
+    return ok ? N4P_DIRECT_OK : N4P_DIRECT_VETO;
+}
+
+ncclResult_t n4p_cma_read(ncclComm_t c, int peer, void *dst, uint64_t src, size_t n)
+{
+    char *d = dst;
+    while (n > 0) {
+        ssize_t got = read_peer((pid_t)c->pids[peer], d, src, n);
+        if (got <= 0) {
+            int e = got < 0 ? errno : EIO;
+            if (e == EINTR)
+                continue;
+            ncclResult_t rc = n4p_fail(c, ncclRemoteError,
+                                       "%s: reading the buffer of rank %d (pid %d) failed: %s",
+                                       c->cur_op, peer, (int)c->pids[peer], strerror(e));
+            n4p_comm_failed(c, rc);
+            n4p_poison(c, rc);
+            return rc;
+        }
+        d += got, src += (uint64_t)got, n -= (size_t)got;
+    }
+    return ncclSuccess;
+}

@@ -1,0 +1,185 @@
+"""The host backend's single-copy path (process_vm_readv) against staging.
+
+NCCL4PY_HOST_SINGLE_COPY=0 forces staging, 1 single copy whenever the kernel
+allows it, auto (the default) single copy above a size threshold.  Every
+collective must give the same, exact results on every path, on 2, 3 and 4
+ranks, at sizes around the thresholds, in place and out of place.  Which
+path a call takes is observable: the ranks compare it like the other
+arguments of the call, so ranks configured differently fail with
+ncclInvalidUsage exactly where one of them tries single copy.  A rank dying
+during single-copy collectives is a scenario of test_faults.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from host_ranks import needs_host, run_ranks
+
+pytestmark = needs_host
+
+# Block sizes (bytes one rank sends to one peer): around the eager limit
+# (4 KiB), where mode 1 starts to read peers directly, around 32 and 64 KiB,
+# and larger than a staging slot.  The automatic thresholds (MiB) are
+# checked by test_path_choice_is_checked_across_ranks.
+BLOCKS = [4096, 4100, 32764, 32768, 65532, 65536, 600004]
+
+# NCCL4PY_HOST_SINGLE_COPY=auto's smallest block per collective (host/cma.c),
+# with a CPU per rank and with more ranks than CPUs.
+AUTO_MIN = {"allgather": (8 << 20, 4 << 20), "alltoall": (16 << 20, 1 << 20),
+            "broadcast": (16 << 20, None)}
+
+
+def auto_cases(nranks=2):
+    crowded = nranks > (os.cpu_count() or 1)
+    for op, mins in AUTO_MIN.items():
+        t = mins[crowded]
+        if t is None:
+            yield op, "auto", 32 << 20, False
+        else:
+            yield op, "auto", t - 4, False
+            yield op, "auto", t, True
+
+CHECK_ALL = r'''
+import os
+BLOCKS = json.loads(os.environ["TEST_BLOCKS"])
+errors = []
+
+def fill(n, salt):
+    # distinct, exactly representable values per rank and position
+    return ((np.arange(n, dtype=np.int64) * 7 + salt * 1000003) % 65521).astype(np.float32)
+
+def check(name, got, want):
+    if not np.array_equal(got, want):
+        bad = int(np.flatnonzero(got != want)[0])
+        errors.append(f"{name}: first difference at {bad}: {got[bad]} != {want[bad]}")
+
+def run(c, tag):
+    for blk in BLOCKS:
+        m = blk // 4
+        t = f"{tag} {blk}B"
+        x = [fill(N * m, k) for k in range(N)]
+        # all-gather, out of place and in place
+        r = np.zeros(N * m, np.float32)
+        c.allgather(x[RANK][:m], r)
+        check(f"{t} allgather", r, np.concatenate([x[k][:m] for k in range(N)]))
+        r = np.zeros(N * m, np.float32)
+        r[RANK * m:(RANK + 1) * m] = x[RANK][:m]
+        c.allgather(r[RANK * m:(RANK + 1) * m], r)
+        check(f"{t} allgather in place", r, np.concatenate([x[k][:m] for k in range(N)]))
+        # gather to the last rank
+        root = N - 1
+        r = np.zeros(N * m, np.float32)
+        c.gather(x[RANK][:m], r if RANK == root else None, root)
+        if RANK == root:
+            check(f"{t} gather", r, np.concatenate([x[k][:m] for k in range(N)]))
+        # all-to-all, out of place and in place
+        r = np.zeros(N * m, np.float32)
+        c.alltoall(x[RANK], r)
+        want = np.concatenate([x[k][RANK * m:(RANK + 1) * m] for k in range(N)])
+        check(f"{t} alltoall", r, want)
+        r = x[RANK].copy()
+        c.alltoall(r, r)
+        check(f"{t} alltoall in place", r, want)
+        # broadcast from every root, in place and out of place
+        for root in range(N):
+            r = x[RANK][:m].copy()
+            c.broadcast(r, r, root)
+            check(f"{t} broadcast in place root {root}", r, x[root][:m])
+            r = np.zeros(m, np.float32)
+            c.broadcast(x[RANK][:m], r, root)
+            check(f"{t} broadcast root {root}", r, x[root][:m])
+        # reductions and scatter keep working next to the single-copy calls
+        r = np.zeros(N * m, np.float32)
+        c.allreduce(x[RANK], r, nc.SUM)
+        check(f"{t} allreduce", r, sum(x))
+        r = np.zeros(m, np.float32)
+        c.reduce_scatter(x[RANK], r, nc.SUM)
+        check(f"{t} reduce_scatter", r, sum(x)[RANK * m:(RANK + 1) * m])
+        r = np.zeros(m, np.float32)
+        c.scatter(x[0] if RANK == 0 else None, r, 0)
+        check(f"{t} scatter", r, x[0][RANK * m:(RANK + 1) * m])
+
+comms = {}
+for mode in ("0", "1", "auto"):
+    os.environ["NCCL4PY_HOST_SINGLE_COPY"] = mode
+    comms[mode] = comm.split(0, RANK)
+for mode, c in comms.items():
+    run(c, f"mode {mode}")
+report(errors=errors[:10])
+'''
+
+
+@pytest.mark.parametrize("nranks", [2, 3, 4])
+def test_every_collective_on_every_path(tmp_path, nranks):
+    reps = run_ranks(tmp_path, CHECK_ALL, nranks, NCCL_DEBUG="INFO",
+                     TEST_BLOCKS=json.dumps(BLOCKS))
+    for rep in reps:
+        assert rep["errors"] == [], rep
+
+
+def test_info_line_says_which_path(tmp_path):
+    code = "report(ok=True)\n"
+    import subprocess
+    import sys
+
+    from conftest import clean_env
+
+    script = tmp_path / "s.py"
+    from host_ranks import PRELUDE
+    script.write_text(PRELUDE + code)
+    for mode, want in (("1", "single-copy transfers"), ("0", "staged transfers only")):
+        p = subprocess.run([sys.executable, "-m", "nccl.run", "-n", "2", "--backend", "host",
+                            str(script)], env=clean_env(NCCL_DEBUG="INFO",
+                                                         NCCL4PY_HOST_SINGLE_COPY=mode),
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.count('"ok": true') == 2, p.stdout
+        lines = [ln for ln in (p.stdout + p.stderr).splitlines() 
+                 if "host backend: single-copy" in ln or "host backend: staged" in ln]
+        assert len(lines) == 2 and all(want in ln for ln in lines), lines
+
+
+# Rank 0 stages everything, rank 1 follows `mode`: they disagree exactly
+# where rank 1 tries single copy.
+DISAGREE = r'''
+import os
+from nccl.bindings import NCCLError
+mode, blk, op = os.environ["TEST_MODE"], int(os.environ["TEST_BLOCK"]), os.environ["TEST_OP"]
+os.environ["NCCL4PY_HOST_SINGLE_COPY"] = "0" if RANK == 0 else mode
+c = comm.split(0, RANK)
+m = blk // 4
+x = np.ones(N * m, np.float32)
+r = np.zeros(N * m, np.float32)
+try:
+    if op == "allgather":
+        c.allgather(x[:m], r)
+    elif op == "alltoall":
+        c.alltoall(x, r)
+    else:
+        c.broadcast(x[:m], r[:m], 0)
+    # a root that waits for nobody learns of a disagreement at its next call
+    c.allreduce(x[:4], r[:4], nc.SUM)
+    report(error=None, ok=bool((r[4:m] == 1).all()))
+except NCCLError as e:
+    report(error=str(e))
+'''
+
+
+@pytest.mark.parametrize("op,mode,blk,disagree", [
+    ("allgather", "1", 4100, True),      # forced: above the eager limit
+    ("allgather", "1", 4096, False),     # eager: never single copy
+    ("alltoall", "1", 8192, True),
+    ("broadcast", "1", 8192, True),
+    *auto_cases(),                       # just below and at the thresholds
+])
+def test_path_choice_is_checked_across_ranks(tmp_path, op, mode, blk, disagree):
+    reps = run_ranks(tmp_path, DISAGREE, 2, TEST_MODE=mode, TEST_BLOCK=str(blk), TEST_OP=op,
+                     NCCL4PY_HOST_TIMEOUT="20")
+    for rep in reps:
+        if disagree:
+            assert rep["error"] and "NCCL4PY_HOST_SINGLE_COPY" in rep["error"], rep
+        else:
+            assert rep["error"] is None and rep["ok"], rep
