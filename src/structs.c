@@ -411,8 +411,9 @@ field_set(sobj *self, PyObject *value, void *closure)
             PyErr_Format(PyExc_ValueError, "%s must be a sequence of %zu bools", f->name, f->size);
             return -1;
         }
-        unsigned char tmp[N4P_BOOLS_LEN];
-        for (size_t i = 0; i < f->size && i < sizeof tmp; i++) {
+        unsigned char tmp[N4P_BOOLS_LEN] = {0};
+        size_t len = f->size < sizeof tmp ? f->size : sizeof tmp;
+        for (size_t i = 0; i < len; i++) {
             int b = PyObject_IsTrue(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i));
             if (b < 0) {
                 Py_DECREF(seq);
@@ -421,7 +422,7 @@ field_set(sobj *self, PyObject *value, void *closure)
             tmp[i] = (unsigned char)b;
         }
         Py_DECREF(seq);
-        memcpy(p, tmp, f->size);
+        memcpy(p, tmp, len);
         return 0;
     }
     case F_F32: {
