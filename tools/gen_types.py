@@ -27,7 +27,10 @@ How a fact flows:
   accessor, initial value and layout of each field.  Python:
   nccl/core/config.py (checks of NCCLConfig, the fields of
   NCCLDevCommRequirements and WaitSignalDesc), nccl/core/communicator.py (the
-  properties read from ncclCommProperties_t), and nccl/_nccl.pyi (the
+  properties read from ncclCommProperties_t), nccl/core/properties.py (the
+  fields of NCCLCommProperties: those past the oldest N4P_LAYOUT of the
+  struct are None where the library does not report them), and
+  nccl/_nccl.pyi (the
   struct classes, from render_pyi_structs()).
 * A collective is one N4P_COLL line (and its N4P_COLL_DOC line).  C:
   communicator.c parses, checks, calls and keeps alive every call from its
@@ -295,6 +298,45 @@ def gen_comm_properties(structs: list[Struct]) -> list[str]:
     return lines
 
 
+# NCCLCommProperties: a struct field exposed under another name and as what
+CORE_PROPERTIES = {"gin_support": ("available_gin_types", "gin_set")}
+# conversion of a property value -> the annotation of its NCCLCommProperties field
+PROPERTY_TYPES = {"int": "int", "bool": "bool", "gin": "Any", "conn": "NcclGinConnectionType",
+                  "gin_set": "frozenset"}
+
+
+def _property_conversion(f: Field) -> str:
+    if f.kind == "U8":
+        return "bool"
+    if f.ctype == "ncclGinType_t":
+        return "gin"
+    if f.ctype == "ncclGinConnectionType_t":
+        return "conn"
+    return "int"
+
+
+def gen_properties_fields(structs: list[Struct], oldest_known: int) -> list[str]:
+    """NCCLCommProperties' fields: every field of CommProperties past the
+    header, those beyond the oldest layout a library reports optional."""
+    decl, table = [], []
+    for f in _struct(structs, "CommProperties").fields:
+        if f.offset < 16:
+            continue
+        name, convert = CORE_PROPERTIES.get(f.pyname, (f.pyname, _property_conversion(f)))
+        optional = f.offset >= oldest_known
+        kind = PROPERTY_TYPES[convert]
+        decl.append(f"{name}: {kind} | None = None" if optional else f"{name}: {kind}")
+        table.append(f'("{name}", "{f.pyname}", "{convert}"),')
+    return (decl + ["", "# (field, CommProperties field, conversion), in the struct's order",
+                    "_FIELDS: ClassVar[tuple[tuple[str, str, str], ...]] = ("]
+            + ["    " + t for t in table] + [")"])
+
+
+def oldest_layout(path: Path, ctype: str) -> int:
+    """The fewest bytes of ``ctype`` any library layout (N4P_LAYOUT) knows."""
+    return min(int(a[4]) for m, a in macro_calls(path) if m == "N4P_LAYOUT" and a[0] == ctype)
+
+
 def _pyi_field(f: Field) -> list[str]:
     note = f"  # {f.ctype} {f.cname}, offset {f.offset}"
     if f.kind == "CSTR":
@@ -542,6 +584,8 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
         "nccl/core/config.py": {"fields": gen_config_fields(structs),
                                 "WaitSignalDesc": gen_wait_signal_fields(structs)},
         "nccl/core/communicator.py": {"properties": gen_comm_properties(structs)},
+        "nccl/core/properties.py": {"fields": gen_properties_fields(
+            structs, oldest_layout(root / "src" / "structs.def", "ncclCommProperties_t"))},
         # the type stubs: tools/gen_api.py owns the functions' part of the same file
         "nccl/_nccl.pyi": {"struct classes": render_pyi_structs(structs).splitlines(),
                            "collective methods": [
