@@ -21,7 +21,8 @@ How a fact flows:
   its name in messages, host/dtypes.c and host/reduce.c its size, name and
   kernel.  Python (the blocks below, between "generated" markers):
   nccl/_enums.py DataType, nccl/_dtypes.py TABLE (names, sizes, the parser of
-  dtype arguments), nccl/core/typing.py NcclDataType and its constants.
+  dtype arguments) and MANTISSA_BITS (the benchmark's tolerance of float
+  reductions), nccl/core/typing.py NcclDataType and its constants.
 * A struct field is one N4P_FIELD line.  C: nccl_api.h declares the struct
   and checks every offset and size at compile time; structs.c builds the
   accessor, initial value and layout of each field.  Python:
@@ -139,6 +140,7 @@ class DType:
     array_name: str  # NumPy / ml_dtypes / torch name
     builtin: bool    # a NumPy built-in type (else ml_dtypes provides it)
     aliases: list[str] = field(default_factory=list)
+    mantissa: int | None = None  # explicit mantissa bits of a floating type
 
 
 def parse_dtypes(path: Path = SRC / "dtypes.def") -> tuple[list[DType], int]:
@@ -153,6 +155,8 @@ def parse_dtypes(path: Path = SRC / "dtypes.def") -> tuple[list[DType], int]:
             types[a[1]].aliases.append(a[0])
         elif macro == "N4P_BOOL_AS":
             bool_as = types[a[0]].value
+        elif macro == "N4P_FLOAT_BITS":
+            types[a[0]].mantissa = int(a[1])
     out = sorted(types.values(), key=lambda t: t.value)
     if [t.value for t in out] != list(range(len(out))) or bool_as is None:
         raise SystemExit(f"{path}: values must be 0..n-1 and N4P_BOOL_AS given")
@@ -171,7 +175,10 @@ def gen_dtype_table(types: list[DType], bool_as: int) -> list[str]:
     lines = ["# (enum member, value, bytes per element, array name, a NumPy built-in type)",
              "TABLE: tuple[tuple[str, int, int, str, bool], ...] = ("]
     lines += [f'    ("{t.name}", {t.value}, {t.size}, "{t.array_name}", {t.builtin}),' for t in types]
-    lines += [")", f"BOOL_AS = {bool_as}  # arrays of bool travel as this type"]
+    lines += [")", f"BOOL_AS = {bool_as}  # arrays of bool travel as this type",
+              "# value -> explicit mantissa bits, of the floating types",
+              "MANTISSA_BITS = {" + ", ".join(f"{t.value}: {t.mantissa}" for t in types
+                                              if t.mantissa is not None) + "}"]
     return lines
 
 

@@ -23,8 +23,6 @@ __all__ = ["Collective", "COLLECTIVES", "TYPES", "OPS", "resolve_name", "busbw_f
 TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
          "bfloat16", "f8e4m3", "f8e5m2")
 ITEMSIZE = _dtypes.SIZES  # bytes per element, by ncclDataType_t value
-# Mantissa bits of the floating types (for the tolerance of reductions).
-_MANTISSA = {6: 10, 7: 23, 8: 52, 9: 7, 10: 3, 11: 2}
 # nccl-tests' op names; "mulsum" is PreMulSum (here with the scalar 2).
 OPS = ("sum", "prod", "max", "min", "avg", "mulsum")
 MULSUM_SCALAR = 2
@@ -183,7 +181,7 @@ def tolerance(dtype: int, op: str | None, nranks: int) -> float:
     reductions, a few units in the last place for floating reductions."""
     if op is None:
         return 0.0
-    bits = _MANTISSA.get(dtype)
+    bits = _dtypes.MANTISSA_BITS.get(dtype)
     if bits is None:
         return 0.0
     return float(max(nranks, 2) * 2.0 ** -bits)
