@@ -151,8 +151,10 @@ as_int(PyObject *o)
     return NULL;
 }
 
+/* fn(a, b) on the integers of a and b, or NotImplemented when one is not
+ * integer-like; op >= 0 compares with op instead (fn is NULL). */
 static PyObject *
-binop(PyObject *a, PyObject *b, binaryfunc fn)
+on_ints(PyObject *a, PyObject *b, binaryfunc fn, int op)
 {
     PyObject *x = as_int(a);
     if (x == NULL)
@@ -162,14 +164,14 @@ binop(PyObject *a, PyObject *b, binaryfunc fn)
         Py_DECREF(x);
         return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
     }
-    PyObject *r = fn(x, y);
+    PyObject *r = fn != NULL ? fn(x, y) : PyObject_RichCompare(x, y, op);
     Py_DECREF(x);
     Py_DECREF(y);
     return r;
 }
 
 #define BINOP(name, fn)                                                                        \
-    static PyObject *name(PyObject *a, PyObject *b) { return binop(a, b, fn); }
+    static PyObject *name(PyObject *a, PyObject *b) { return on_ints(a, b, fn, -1); }
 BINOP(h_add, PyNumber_Add)
 BINOP(h_sub, PyNumber_Subtract)
 BINOP(h_and, PyNumber_And)
@@ -184,18 +186,7 @@ BINOP(h_rem, PyNumber_Remainder)
 static PyObject *
 h_richcompare(PyObject *a, PyObject *b, int op)
 {
-    PyObject *x = as_int(a);
-    if (x == NULL)
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
-    PyObject *y = as_int(b);
-    if (y == NULL) {
-        Py_DECREF(x);
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
-    }
-    PyObject *r = PyObject_RichCompare(x, y, op);
-    Py_DECREF(x);
-    Py_DECREF(y);
-    return r;
+    return on_ints(a, b, NULL, op);
 }
 
 static PyObject *
