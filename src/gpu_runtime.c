@@ -167,6 +167,24 @@ rt_raise(PyObject *mod, int idx, int status)
             return rt_raise((mod), N4P_GPU_##id, (status)); \
     } while (0)
 
+/* Call entry id (loading the runtime; NULL returned when it lacks the
+ * function) with the GIL released: result = fn args. */
+#define RT_RUN(mod, id, result, args)           \
+    do {                                        \
+        RT_FN(mod, id, fn_);                    \
+        Py_BEGIN_ALLOW_THREADS                  \
+        (result) = fn_ args;                    \
+        Py_END_ALLOW_THREADS                    \
+    } while (0)
+
+/* The same for a status, raising GpuRuntimeError when it is a failure. */
+#define RT_CALL(mod, id, args)                  \
+    do {                                        \
+        int status_;                            \
+        RT_RUN(mod, id, status_, args);         \
+        CHECK(mod, id, status_);                \
+    } while (0)
+
 /* ------------------------------------------------------- argument helpers */
 
 static int
@@ -204,11 +222,8 @@ ptr_obj(void *p)
 static PyObject *
 rt_device_count(PyObject *mod, PyObject *Py_UNUSED(unused))
 {
-    RT_FN(mod, GET_DEVICE_COUNT, fn);
     int count = 0, status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(&count);
-    Py_END_ALLOW_THREADS
+    RT_RUN(mod, GET_DEVICE_COUNT, status, (&count));
     if (status == N4P_GPU_ERROR_NO_DEVICE)
         return PyLong_FromLong(0); /* "no device" is an answer, not a failure */
     CHECK(mod, GET_DEVICE_COUNT, status);
@@ -218,12 +233,8 @@ rt_device_count(PyObject *mod, PyObject *Py_UNUSED(unused))
 static PyObject *
 rt_get_device(PyObject *mod, PyObject *Py_UNUSED(unused))
 {
-    RT_FN(mod, GET_DEVICE, fn);
-    int dev = 0, status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(&dev);
-    Py_END_ALLOW_THREADS
-    CHECK(mod, GET_DEVICE, status);
+    int dev = 0;
+    RT_CALL(mod, GET_DEVICE, (&dev));
     return PyLong_FromLong(dev);
 }
 
@@ -233,12 +244,7 @@ rt_set_device(PyObject *mod, PyObject *arg)
     int dev;
     if (n4p_arg_int(arg, "device", &dev) < 0)
         return NULL;
-    RT_FN(mod, SET_DEVICE, fn);
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(dev);
-    Py_END_ALLOW_THREADS
-    CHECK(mod, SET_DEVICE, status);
+    RT_CALL(mod, SET_DEVICE, (dev));
     Py_RETURN_NONE;
 }
 
@@ -271,37 +277,23 @@ rt_pci_bus_id(PyObject *mod, PyObject *arg)
     int dev;
     if (n4p_arg_int(arg, "device", &dev) < 0)
         return NULL;
-    RT_FN(mod, DEVICE_GET_PCI_BUS_ID, fn);
     char buf[64] = "";
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(buf, (int)sizeof buf - 1, dev);
-    Py_END_ALLOW_THREADS
-    CHECK(mod, DEVICE_GET_PCI_BUS_ID, status);
+    RT_CALL(mod, DEVICE_GET_PCI_BUS_ID, (buf, (int)sizeof buf - 1, dev));
     return PyUnicode_FromStringAndSize(buf, (Py_ssize_t)strnlen(buf, sizeof buf));
 }
 
 static PyObject *
 rt_device_synchronize(PyObject *mod, PyObject *Py_UNUSED(unused))
 {
-    RT_FN(mod, DEVICE_SYNCHRONIZE, fn);
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn();
-    Py_END_ALLOW_THREADS
-    CHECK(mod, DEVICE_SYNCHRONIZE, status);
+    RT_CALL(mod, DEVICE_SYNCHRONIZE, ());
     Py_RETURN_NONE;
 }
 
 static PyObject *
 rt_runtime_version(PyObject *mod, PyObject *Py_UNUSED(unused))
 {
-    RT_FN(mod, RUNTIME_GET_VERSION, fn);
-    int v = 0, status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(&v);
-    Py_END_ALLOW_THREADS
-    CHECK(mod, RUNTIME_GET_VERSION, status);
+    int v = 0;
+    RT_CALL(mod, RUNTIME_GET_VERSION, (&v));
     return PyLong_FromLong(v);
 }
 
@@ -312,13 +304,8 @@ rt_stream_create(FASTCALL_ARGS)
     if (nargs_exact("gpu_runtime_stream_create", nargs, 0, 1) < 0 ||
         (nargs == 1 && n4p_arg_uint(args[0], "flags", &flags) < 0))
         return NULL;
-    RT_FN(mod, STREAM_CREATE_WITH_FLAGS, fn);
     void *s = NULL;
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(&s, flags);
-    Py_END_ALLOW_THREADS
-    CHECK(mod, STREAM_CREATE_WITH_FLAGS, status);
+    RT_CALL(mod, STREAM_CREATE_WITH_FLAGS, (&s, flags));
     return ptr_obj(s);
 }
 
@@ -329,12 +316,7 @@ rt_stream_create(FASTCALL_ARGS)
         void *h;                                                    \
         if (resolver < 0)                                           \
             return NULL;                                            \
-        RT_FN(mod, id, fn);                                         \
-        int status;                                                 \
-        Py_BEGIN_ALLOW_THREADS                                      \
-        status = fn(h);                                             \
-        Py_END_ALLOW_THREADS                                        \
-        CHECK(mod, id, status);                                     \
+        RT_CALL(mod, id, (h));                                      \
         Py_RETURN_NONE;                                             \
     }
 
@@ -351,11 +333,8 @@ rt_stream_query(PyObject *mod, PyObject *arg)
     void *s;
     if (arg_stream(mod, arg, &s) < 0)
         return NULL;
-    RT_FN(mod, STREAM_QUERY, fn);
     int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(s);
-    Py_END_ALLOW_THREADS
+    RT_RUN(mod, STREAM_QUERY, status, (s));
     if (status == N4P_GPU_ERROR_NOT_READY)
         Py_RETURN_FALSE;
     CHECK(mod, STREAM_QUERY, status);
@@ -369,13 +348,8 @@ rt_event_create(FASTCALL_ARGS)
     if (nargs_exact("gpu_runtime_event_create", nargs, 0, 1) < 0 ||
         (nargs == 1 && n4p_arg_uint(args[0], "flags", &flags) < 0))
         return NULL;
-    RT_FN(mod, EVENT_CREATE_WITH_FLAGS, fn);
     void *e = NULL;
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(&e, flags);
-    Py_END_ALLOW_THREADS
-    CHECK(mod, EVENT_CREATE_WITH_FLAGS, status);
+    RT_CALL(mod, EVENT_CREATE_WITH_FLAGS, (&e, flags));
     return ptr_obj(e);
 }
 
@@ -387,12 +361,7 @@ rt_event_record(FASTCALL_ARGS)
         n4p_arg_ptr(args[0], "event", &e) < 0 ||
         (nargs == 2 && arg_stream(mod, args[1], &s) < 0))
         return NULL;
-    RT_FN(mod, EVENT_RECORD, fn);
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(e, s);
-    Py_END_ALLOW_THREADS
-    CHECK(mod, EVENT_RECORD, status);
+    RT_CALL(mod, EVENT_RECORD, (e, s));
     Py_RETURN_NONE;
 }
 
@@ -403,13 +372,8 @@ rt_event_elapsed(FASTCALL_ARGS)
     if (nargs_exact("gpu_runtime_event_elapsed", nargs, 2, 2) < 0 ||
         n4p_arg_ptr(args[0], "start", &a) < 0 || n4p_arg_ptr(args[1], "stop", &b) < 0)
         return NULL;
-    RT_FN(mod, EVENT_ELAPSED_TIME, fn);
     float ms = 0.0f;
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(&ms, a, b);
-    Py_END_ALLOW_THREADS
-    CHECK(mod, EVENT_ELAPSED_TIME, status);
+    RT_CALL(mod, EVENT_ELAPSED_TIME, (&ms, a, b));
     return PyFloat_FromDouble((double)ms);
 }
 
@@ -419,13 +383,8 @@ rt_malloc(PyObject *mod, PyObject *arg)
     size_t size;
     if (n4p_arg_size(arg, "size", &size) < 0)
         return NULL;
-    RT_FN(mod, MALLOC, fn);
     void *p = NULL;
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(&p, size);
-    Py_END_ALLOW_THREADS
-    CHECK(mod, MALLOC, status);
+    RT_CALL(mod, MALLOC, (&p, size));
     return ptr_obj(p);
 }
 
@@ -438,13 +397,8 @@ rt_malloc_host(FASTCALL_ARGS)
         n4p_arg_size(args[0], "size", &size) < 0 ||
         (nargs == 2 && n4p_arg_uint(args[1], "flags", &flags) < 0))
         return NULL;
-    RT_FN(mod, HOST_ALLOC, fn);
     void *p = NULL;
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(&p, size, flags);
-    Py_END_ALLOW_THREADS
-    CHECK(mod, HOST_ALLOC, status);
+    RT_CALL(mod, HOST_ALLOC, (&p, size, flags));
     return ptr_obj(p);
 }
 
@@ -461,20 +415,10 @@ rt_memcpy_impl(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, int async
         n4p_arg_size(args[2], "size", &size) < 0 ||
         (async && arg_stream(mod, args[3], &s) < 0))
         return NULL;
-    int status;
-    if (async) {
-        RT_FN(mod, MEMCPY_ASYNC, fn);
-        Py_BEGIN_ALLOW_THREADS
-        status = fn(dst, src, size, N4P_GPU_MEMCPY_DEFAULT, s);
-        Py_END_ALLOW_THREADS
-        CHECK(mod, MEMCPY_ASYNC, status);
-    } else {
-        RT_FN(mod, MEMCPY, fn);
-        Py_BEGIN_ALLOW_THREADS
-        status = fn(dst, src, size, N4P_GPU_MEMCPY_DEFAULT);
-        Py_END_ALLOW_THREADS
-        CHECK(mod, MEMCPY, status);
-    }
+    if (async)
+        RT_CALL(mod, MEMCPY_ASYNC, (dst, src, size, N4P_GPU_MEMCPY_DEFAULT, s));
+    else
+        RT_CALL(mod, MEMCPY, (dst, src, size, N4P_GPU_MEMCPY_DEFAULT));
     Py_RETURN_NONE;
 }
 
@@ -502,20 +446,10 @@ rt_memset_impl(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, int async
         n4p_arg_size(args[2], "size", &size) < 0 ||
         (async && arg_stream(mod, args[3], &s) < 0))
         return NULL;
-    int status;
-    if (async) {
-        RT_FN(mod, MEMSET_ASYNC, fn);
-        Py_BEGIN_ALLOW_THREADS
-        status = fn(p, value, size, s);
-        Py_END_ALLOW_THREADS
-        CHECK(mod, MEMSET_ASYNC, status);
-    } else {
-        RT_FN(mod, MEMSET, fn);
-        Py_BEGIN_ALLOW_THREADS
-        status = fn(p, value, size);
-        Py_END_ALLOW_THREADS
-        CHECK(mod, MEMSET, status);
-    }
+    if (async)
+        RT_CALL(mod, MEMSET_ASYNC, (p, value, size, s));
+    else
+        RT_CALL(mod, MEMSET, (p, value, size));
     Py_RETURN_NONE;
 }
 
@@ -538,47 +472,43 @@ rt_pointer_attributes(PyObject *mod, PyObject *arg)
     void *p;
     if (n4p_arg_ptr(arg, "ptr", &p) < 0)
         return NULL;
-    RT_FN(mod, POINTER_GET_ATTRIBUTES, fn);
     /* room for either runtime's struct, which begins with our common fields */
     union {
         n4p_gpu_pointer_attributes common;
         unsigned char room[256];
     } attrs;
     memset(&attrs, 0, sizeof attrs);
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(&attrs, p);
-    Py_END_ALLOW_THREADS
-    CHECK(mod, POINTER_GET_ATTRIBUTES, status);
+    RT_CALL(mod, POINTER_GET_ATTRIBUTES, (&attrs, p));
     return Py_BuildValue("(ii)", attrs.common.type, attrs.common.device);
+}
+
+/* The runtime's text for a status: its description or its name (idx). */
+static PyObject *
+rt_error_text(PyObject *mod, PyObject *arg, int idx)
+{
+    int code;
+    if (n4p_arg_int(arg, "status", &code) < 0)
+        return NULL;
+    n4p_gpu_GET_ERROR_STRING_fn fn = (n4p_gpu_GET_ERROR_STRING_fn)rt_fn(mod, idx);
+    if (fn == NULL)
+        return NULL;
+    const char *s;
+    Py_BEGIN_ALLOW_THREADS
+    s = fn(code);
+    Py_END_ALLOW_THREADS
+    return PyUnicode_FromString(s ? s : "unknown error");
 }
 
 static PyObject *
 rt_error_string(PyObject *mod, PyObject *arg)
 {
-    int code;
-    if (n4p_arg_int(arg, "status", &code) < 0)
-        return NULL;
-    RT_FN(mod, GET_ERROR_STRING, fn);
-    const char *s;
-    Py_BEGIN_ALLOW_THREADS
-    s = fn(code);
-    Py_END_ALLOW_THREADS
-    return PyUnicode_FromString(s ? s : "unknown error");
+    return rt_error_text(mod, arg, N4P_GPU_GET_ERROR_STRING);
 }
 
 static PyObject *
 rt_error_name(PyObject *mod, PyObject *arg)
 {
-    int code;
-    if (n4p_arg_int(arg, "status", &code) < 0)
-        return NULL;
-    RT_FN(mod, GET_ERROR_NAME, fn);
-    const char *s;
-    Py_BEGIN_ALLOW_THREADS
-    s = fn(code);
-    Py_END_ALLOW_THREADS
-    return PyUnicode_FromString(s ? s : "unknown error");
+    return rt_error_text(mod, arg, N4P_GPU_GET_ERROR_NAME);
 }
 
 /* {"loaded", "platform", "path", "decision", "attempts", "missing", "error"};
