@@ -312,14 +312,12 @@ PROPERTY_TYPES = {"int": "int", "bool": "bool", "gin": "Any", "conn": "NcclGinCo
                   "gin_set": "frozenset"}
 
 
+# C enum types of CommProperties fields -> their conversion
+ENUM_CONVERSIONS = {"ncclGinType_t": "gin", "ncclGinConnectionType_t": "conn"}
+
+
 def _property_conversion(f: Field) -> str:
-    if f.kind == "U8":
-        return "bool"
-    if f.ctype == "ncclGinType_t":
-        return "gin"
-    if f.ctype == "ncclGinConnectionType_t":
-        return "conn"
-    return "int"
+    return "bool" if f.kind == "U8" else ENUM_CONVERSIONS.get(f.ctype, "int")
 
 
 def gen_properties_fields(structs: list[Struct], oldest_known: int) -> list[str]:
