@@ -24,6 +24,7 @@ import time
 
 from nccl._discovery import gpus_visible
 from nccl._launch import forward, limits, procgroup, uniqueid
+from nccl._launch.argtypes import number
 
 PROG = "python -m nccl.run"
 TIMEOUT_EXIT = 124
@@ -87,24 +88,8 @@ cleanup:
 
 # ----------------------------------------------------------------- arguments
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
+_positive_int = number(int, "an integer", lambda v: v >= 1, "must be at least 1")
+_positive_float = number(float, "a number", lambda v: v > 0, "must be positive")
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:

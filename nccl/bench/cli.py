@@ -12,6 +12,7 @@ import sys
 import tempfile
 from typing import Any
 
+from nccl._launch.argtypes import number
 from nccl._launch.forward import forwarding_signals
 
 from . import checks
@@ -76,14 +77,7 @@ def parse_size(text: str) -> int:
     return value
 
 
-def _nonneg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
-    return v
+_nonneg = number(int, "an integer", lambda v: v >= 0, "must not be negative")
 
 
 def _positive(text: str) -> int:
@@ -93,14 +87,8 @@ def _positive(text: str) -> int:
     return v
 
 
-def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= v < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 or more seconds: {text!r}")
-    return v
+_seconds = number(float, "a number of seconds", lambda v: 0 <= v < float("inf"),
+                  "must be 0 or more seconds")
 
 
 # nccl-tests options that have no meaning here: accepted, ignored, and said so.
