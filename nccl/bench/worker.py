@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import socket
@@ -110,24 +111,15 @@ class Bench:
                   pc: int) -> Callable[[], None]:
         c, s, n, r = self.comm, self.stream, self.nranks, self.rank
         name = coll.name
-        if name == "all_reduce":
-            return lambda: c.allreduce(send, recv, op, stream=s)
-        if name == "reduce":
-            return lambda: c.reduce(send, recv, op, root, stream=s)
-        if name == "broadcast":
-            return lambda: c.broadcast(send, recv, root, stream=s)
-        if name == "all_gather":
-            return lambda: c.allgather(send, recv, stream=s)
-        if name == "gather":
-            return lambda: c.gather(send, recv, root, stream=s)
-        if name == "reduce_scatter":
-            return lambda: c.reduce_scatter(send, recv, op, stream=s)
-        if name == "alltoall":
-            return lambda: c.alltoall(send, recv, stream=s)
-        if name == "scatter":
-            return lambda: c.scatter(send, recv, root, stream=s)
-        if name == "allreduce_with_bias":
-            return lambda: c.allreduce_with_bias(send, recv, op, bias, stream=s)
+        # the collectives called as method(send, recv, *extra, stream=s)
+        extra = {"all_reduce": ("allreduce", (op,)), "reduce": ("reduce", (op, root)),
+                 "broadcast": ("broadcast", (root,)), "all_gather": ("allgather", ()),
+                 "gather": ("gather", (root,)), "reduce_scatter": ("reduce_scatter", (op,)),
+                 "alltoall": ("alltoall", ()), "scatter": ("scatter", (root,)),
+                 "allreduce_with_bias": ("allreduce_with_bias", (op, bias))}
+        if name in extra:
+            method, args = extra[name]
+            return functools.partial(getattr(c, method), send, recv, *args, stream=s)
         if name == "alltoallv":
             cnts = [pc] * n
             displs = [j * pc for j in range(n)]
