@@ -79,12 +79,15 @@ class PyFn:
             for arg in a.args:
                 t = ast.unparse(arg.annotation) if arg.annotation is not None else "Any"
                 lines.append(f"  {arg.arg} ({t})")
-        lines += ["", f"Returns: {self.returns}.", "",
-                  "Raises:",
-                  "  GpuRuntimeError: the runtime returned an error status (its value is .status,",
-                  "    the C function .function), lacks the function, or cannot be loaded.",
-                  "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."]
+        lines += ["", f"Returns: {self.returns}.", "", RAISES]
         return "\n".join(lines)
+
+
+# The end of every docstring (one C macro in the method table).
+RAISES = """Raises:
+  GpuRuntimeError: the runtime returned an error status (its value is .status,
+    the C function .function), lacks the function, or cannot be loaded.
+  TypeError, OverflowError, ValueError: an argument has the wrong type or value."""
 
 
 def parse_table(path: Path = TABLE) -> tuple[list[RuntimeFn], list[PyFn]]:
@@ -135,15 +138,17 @@ def gen_header(fns: list[RuntimeFn]) -> str:
 def gen_methods(pys: list[PyFn]) -> str:
     out = [HEADER, "/* The method table of the gpu_runtime_* functions: included once by",
            " * src/gpu_runtime.c, after the functions it names. */",
-           "static PyMethodDef n4p_gpu_methods[] = {"]
+           "", "/* The end of every docstring. */", "#define N4P_GPU_RAISES \\"]
+    out += [f"    {_c_str(line + chr(10))} \\" for line in RAISES.split("\n")[:-1]]
+    out += [f"    {_c_str(RAISES.split(chr(10))[-1])}", "",
+            "static PyMethodDef n4p_gpu_methods[] = {"]
     for p in pys:
         cast = "(PyCFunction)(void (*)(void))" if p.meth == "METH_FASTCALL" else "(PyCFunction)"
         out.append(f'    {{"gpu_runtime_{p.name}", {cast}{p.cfunc}, {p.meth},')
-        lines = p.docstring().split("\n")
-        for j, line in enumerate(lines):
-            text = line + ("\n" if j < len(lines) - 1 else "")
-            out.append(f"     {_c_str(text)}" + ("}," if j == len(lines) - 1 else ""))
-    out += ["    {NULL, NULL, 0, NULL},", "};", ""]
+        lines = p.docstring().removesuffix(RAISES).split("\n")
+        out += [f"     {_c_str(line + chr(10))}" for line in lines[:-1]]
+        out.append("     N4P_GPU_RAISES},")
+    out += ["    {NULL, NULL, 0, NULL},", "};", "", "#undef N4P_GPU_RAISES", ""]
     return "\n".join(out)
 
 

@@ -2,6 +2,14 @@
 
 /* The method table of the gpu_runtime_* functions: included once by
  * src/gpu_runtime.c, after the functions it names. */
+
+/* The end of every docstring. */
+#define N4P_GPU_RAISES \
+    "Raises:\n" \
+    "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n" \
+    "    the C function .function), lacks the function, or cannot be loaded.\n" \
+    "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."
+
 static PyMethodDef n4p_gpu_methods[] = {
     {"gpu_runtime_info", (PyCFunction)rt_info, METH_NOARGS,
      "gpu_runtime_info()\n"
@@ -13,10 +21,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: dict[str, Any].\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_table", (PyCFunction)rt_table, METH_NOARGS,
      "gpu_runtime_table()\n"
      "--\n"
@@ -27,10 +32,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: list[tuple[str, str, str, str]].\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_device_count", (PyCFunction)rt_device_count, METH_NOARGS,
      "gpu_runtime_device_count()\n"
      "--\n"
@@ -41,10 +43,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: int.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_get_device", (PyCFunction)rt_get_device, METH_NOARGS,
      "gpu_runtime_get_device()\n"
      "--\n"
@@ -55,10 +54,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: int.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_set_device", (PyCFunction)rt_set_device, METH_O,
      "gpu_runtime_set_device(device, /)\n"
      "--\n"
@@ -72,10 +68,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_device_name", (PyCFunction)rt_device_name, METH_O,
      "gpu_runtime_device_name(device, /)\n"
      "--\n"
@@ -89,10 +82,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: str.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_pci_bus_id", (PyCFunction)rt_pci_bus_id, METH_O,
      "gpu_runtime_pci_bus_id(device, /)\n"
      "--\n"
@@ -106,10 +96,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: str.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_device_synchronize", (PyCFunction)rt_device_synchronize, METH_NOARGS,
      "gpu_runtime_device_synchronize()\n"
      "--\n"
@@ -120,10 +107,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_runtime_version", (PyCFunction)rt_runtime_version, METH_NOARGS,
      "gpu_runtime_runtime_version()\n"
      "--\n"
@@ -134,10 +118,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: int.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_stream_create", (PyCFunction)(void (*)(void))rt_stream_create, METH_FASTCALL,
      "gpu_runtime_stream_create(flags=1, /)\n"
      "--\n"
@@ -151,10 +132,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: int.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_stream_destroy", (PyCFunction)rt_stream_destroy, METH_O,
      "gpu_runtime_stream_destroy(stream, /)\n"
      "--\n"
@@ -168,10 +146,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_stream_synchronize", (PyCFunction)rt_stream_synchronize, METH_O,
      "gpu_runtime_stream_synchronize(stream, /)\n"
      "--\n"
@@ -185,10 +160,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_stream_query", (PyCFunction)rt_stream_query, METH_O,
      "gpu_runtime_stream_query(stream, /)\n"
      "--\n"
@@ -202,10 +174,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: bool.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_event_create", (PyCFunction)(void (*)(void))rt_event_create, METH_FASTCALL,
      "gpu_runtime_event_create(flags=0, /)\n"
      "--\n"
@@ -219,10 +188,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: int.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_event_destroy", (PyCFunction)rt_event_destroy, METH_O,
      "gpu_runtime_event_destroy(event, /)\n"
      "--\n"
@@ -236,10 +202,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_event_record", (PyCFunction)(void (*)(void))rt_event_record, METH_FASTCALL,
      "gpu_runtime_event_record(event, stream=None, /)\n"
      "--\n"
@@ -254,10 +217,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_event_synchronize", (PyCFunction)rt_event_synchronize, METH_O,
      "gpu_runtime_event_synchronize(event, /)\n"
      "--\n"
@@ -271,10 +231,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_event_elapsed", (PyCFunction)(void (*)(void))rt_event_elapsed, METH_FASTCALL,
      "gpu_runtime_event_elapsed(start, stop, /)\n"
      "--\n"
@@ -289,10 +246,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: float.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_malloc", (PyCFunction)rt_malloc, METH_O,
      "gpu_runtime_malloc(size, /)\n"
      "--\n"
@@ -306,10 +260,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: int.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_free", (PyCFunction)rt_free, METH_O,
      "gpu_runtime_free(ptr, /)\n"
      "--\n"
@@ -323,10 +274,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_malloc_host", (PyCFunction)(void (*)(void))rt_malloc_host, METH_FASTCALL,
      "gpu_runtime_malloc_host(size, flags=1, /)\n"
      "--\n"
@@ -341,10 +289,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: int.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_free_host", (PyCFunction)rt_free_host, METH_O,
      "gpu_runtime_free_host(ptr, /)\n"
      "--\n"
@@ -358,10 +303,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_memcpy", (PyCFunction)(void (*)(void))rt_memcpy, METH_FASTCALL,
      "gpu_runtime_memcpy(dst, src, size, /)\n"
      "--\n"
@@ -377,10 +319,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_memcpy_async", (PyCFunction)(void (*)(void))rt_memcpy_async, METH_FASTCALL,
      "gpu_runtime_memcpy_async(dst, src, size, stream, /)\n"
      "--\n"
@@ -397,10 +336,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_memset", (PyCFunction)(void (*)(void))rt_memset, METH_FASTCALL,
      "gpu_runtime_memset(ptr, value, size, /)\n"
      "--\n"
@@ -416,10 +352,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_memset_async", (PyCFunction)(void (*)(void))rt_memset_async, METH_FASTCALL,
      "gpu_runtime_memset_async(ptr, value, size, stream, /)\n"
      "--\n"
@@ -436,10 +369,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: None.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_pointer_attributes", (PyCFunction)rt_pointer_attributes, METH_O,
      "gpu_runtime_pointer_attributes(ptr, /)\n"
      "--\n"
@@ -453,10 +383,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: tuple[int, int].\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_error_string", (PyCFunction)rt_error_string, METH_O,
      "gpu_runtime_error_string(status, /)\n"
      "--\n"
@@ -470,10 +397,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: str.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_error_name", (PyCFunction)rt_error_name, METH_O,
      "gpu_runtime_error_name(status, /)\n"
      "--\n"
@@ -487,10 +411,7 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: str.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {"gpu_runtime_dlpack_capsule", (PyCFunction)(void (*)(void))rt_dlpack_capsule, METH_FASTCALL,
      "gpu_runtime_dlpack_capsule(ptr, nbytes, device_type, device_id, owner, versioned, readonly=False, /)\n"
      "--\n"
@@ -510,9 +431,8 @@ static PyMethodDef n4p_gpu_methods[] = {
      "\n"
      "Returns: Any.\n"
      "\n"
-     "Raises:\n"
-     "  GpuRuntimeError: the runtime returned an error status (its value is .status,\n"
-     "    the C function .function), lacks the function, or cannot be loaded.\n"
-     "  TypeError, OverflowError, ValueError: an argument has the wrong type or value."},
+     N4P_GPU_RAISES},
     {NULL, NULL, 0, NULL},
 };
+
+#undef N4P_GPU_RAISES
