@@ -264,34 +264,68 @@ static ncclResult_t all_gather(ncclComm_t c, const n4p_op *o, bool root_only)
     return ncclSuccess;
 }
 
+/* A pairwise exchange (reduce-scatter, all-to-all): rank r's block d of
+ * sendbuff (cnt elements) goes to rank d, in rounds of `piece` elements per
+ * peer; eager when every block fits at once. */
+typedef struct {
+    size_t esz, cnt, piece;
+    bool eager;
+} pairwise_t;
+
+static pairwise_t pairwise(ncclComm_t c, const n4p_op *o)
+{
+    pairwise_t p = {.esz = n4p_dtype_size(o->dtype), .cnt = o->count};
+    p.eager = npeers(c->nranks) * p.cnt * p.esz <= N4P_EAGER_BYTES;
+    p.piece = p.eager ? p.cnt : c->seg.slot_bytes / (npeers(c->nranks) * p.esz);
+    return p;
+}
+
+/* Begin a round of m elements at `off` and stage this rank's piece of
+ * `send` for every peer. */
+static ncclResult_t stage_pairwise(round_t *rd, const pairwise_t *p, const char *send,
+                                   size_t off, size_t m)
+{
+    ncclComm_t c = rd->c;
+    const int n = c->nranks, r = c->rank;
+    ncclResult_t rc = begin(rd, p->eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS);
+    if (rc != ncclSuccess)
+        return rc;
+    char *mine = p->eager ? n4p_eager(c, r, rd->t) : n4p_slot(c, rd->set, r);
+    for (int d = 0; d < n; d++)
+        if (d != r)
+            memcpy(mine + peer_pos(d, r) * m * p->esz,
+                   send + ((size_t)d * p->cnt + off) * p->esz, m * p->esz);
+    return ncclSuccess;
+}
+
+/* The piece of m elements rank k staged for this rank in the round. */
+static const char *staged_pairwise(const round_t *rd, const pairwise_t *p, int k, size_t m)
+{
+    ncclComm_t c = rd->c;
+    const char *base = p->eager ? n4p_eager(c, k, rd->t) : n4p_slot(c, rd->set, k);
+    return base + peer_pos(c->rank, k) * m * p->esz;
+}
+
 /* Each rank stages the pieces the others reduce (one per peer); it reads
  * its own piece from sendbuff. */
 static ncclResult_t reduce_scatter(ncclComm_t c, const n4p_op *o,
                                    const n4p_redspec *rs)
 {
     const int n = c->nranks, r = c->rank;
-    const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t cnt = o->count;
-    const bool eager = npeers(n) * cnt * esz <= N4P_EAGER_BYTES;
-    const size_t piece = eager ? cnt : c->seg.slot_bytes / (npeers(n) * esz);
+    const pairwise_t p = pairwise(c, o);
+    const size_t esz = p.esz, cnt = p.cnt;
     const char *send = o->sendbuff;
     const void **srcs = c->srcs;
     round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
-    for (size_t off = 0; off < cnt; off += piece) {
-        size_t m = cnt - off < piece ? cnt - off : piece;
-        if ((rc = begin(&rd, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) != ncclSuccess)
-            return rc;
-        char *mine = eager ? EAGER(r) : SLOT(rd.set, r);
-        for (int d = 0; d < n; d++)
-            if (d != r)
-                memcpy(mine + peer_pos(d, r) * m * esz, send + ((size_t)d * cnt + off) * esz,
-                       m * esz);
-        if ((rc = end(&rd, N4P_ALL)) != ncclSuccess)
+    for (size_t off = 0; off < cnt; off += p.piece) {
+        size_t m = cnt - off < p.piece ? cnt - off : p.piece;
+        if ((rc = stage_pairwise(&rd, &p, send, off, m)) != ncclSuccess ||
+            (rc = end(&rd, N4P_ALL)) != ncclSuccess)
             return rc;
         for (int k = 0; k < n; k++)
             srcs[k] = k == r ? send + ((size_t)r * cnt + off) * esz
-                             : (eager ? EAGER(k) : SLOT(rd.set, k)) + peer_pos(r, k) * m * esz;
+                             : staged_pairwise(&rd, &p, k, m);
         n4p_reduce(rs, (char *)o->recvbuff + off * esz, srcs, n, m);
     }
     return ncclSuccess;
@@ -302,24 +336,17 @@ static ncclResult_t reduce_scatter(ncclComm_t c, const n4p_op *o,
 static ncclResult_t all_to_all(ncclComm_t c, const n4p_op *o)
 {
     const int n = c->nranks, r = c->rank;
-    const size_t esz = n4p_dtype_size(o->dtype);
-    const size_t cnt = o->count;
-    const bool eager = npeers(n) * cnt * esz <= N4P_EAGER_BYTES;
-    const size_t piece = eager ? cnt : c->seg.slot_bytes / (npeers(n) * esz);
+    const pairwise_t p = pairwise(c, o);
+    const size_t esz = p.esz, cnt = p.cnt;
     const char *send = o->sendbuff;
     char *recv = o->recvbuff;
     const bool nt = n4p_streaming(c, (size_t)n * cnt * esz);
     round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
-    for (size_t off = 0; off < cnt; off += piece) {
-        size_t m = cnt - off < piece ? cnt - off : piece;
-        if ((rc = begin(&rd, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) != ncclSuccess)
+    for (size_t off = 0; off < cnt; off += p.piece) {
+        size_t m = cnt - off < p.piece ? cnt - off : p.piece;
+        if ((rc = stage_pairwise(&rd, &p, send, off, m)) != ncclSuccess)
             return rc;
-        char *mine = eager ? EAGER(r) : SLOT(rd.set, r);
-        for (int d = 0; d < n; d++)
-            if (d != r)
-                memcpy(mine + peer_pos(d, r) * m * esz, send + ((size_t)d * cnt + off) * esz,
-                       m * esz);
         size_t own = ((size_t)r * cnt + off) * esz;
         if (send != recv)
             n4p_copy(recv + own, send + own, m * esz, nt);
@@ -327,8 +354,7 @@ static ncclResult_t all_to_all(ncclComm_t c, const n4p_op *o)
             return rc;
         for (int s = 0; s < n; s++)
             if (s != r)
-                n4p_copy(recv + ((size_t)s * cnt + off) * esz,
-                         (eager ? EAGER(s) : SLOT(rd.set, s)) + peer_pos(r, s) * m * esz,
+                n4p_copy(recv + ((size_t)s * cnt + off) * esz, staged_pairwise(&rd, &p, s, m),
                          m * esz, nt);
     }
     return ncclSuccess;
