@@ -145,8 +145,9 @@ def gen_methods(pys: list[PyFn]) -> str:
     for p in pys:
         cast = "(PyCFunction)(void (*)(void))" if p.meth == "METH_FASTCALL" else "(PyCFunction)"
         out.append(f'    {{"gpu_runtime_{p.name}", {cast}{p.cfunc}, {p.meth},')
-        lines = p.docstring().removesuffix(RAISES).split("\n")
-        out += [f"     {_c_str(line + chr(10))}" for line in lines[:-1]]
+        # one string literal a paragraph
+        paras = p.docstring().removesuffix(RAISES).split("\n\n")[:-1]
+        out += [f"     {_c_str(para + chr(10) * 2)}" for para in paras]
         out.append("     N4P_GPU_RAISES},")
     out += ["    {NULL, NULL, 0, NULL},", "};", "", "#undef N4P_GPU_RAISES", ""]
     return "\n".join(out)
