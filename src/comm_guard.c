@@ -149,9 +149,12 @@ n4p_comm_keep_queued(commobj *self, PyObject *stream, n4p_buffer *bufs, unsigned
 
 /* ------------------------------------------------------ the Python methods */
 
-/* The module of a METH_METHOD call, and its one string argument. */
+/* The module of a METH_METHOD call on self whose first argument, the
+ * operation's name (*op), has passed check(mod, self, op); NULL with an
+ * exception otherwise. */
 static PyObject *
-method_str_arg(PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs, const char *fname,
+method_checked(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+               const char *fname, int (*check)(PyObject *, commobj *, const char *),
                const char **op)
 {
     if (nargs < 1 || !PyUnicode_Check(args[0])) {
@@ -160,7 +163,10 @@ method_str_arg(PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs, const
     }
     if ((*op = PyUnicode_AsUTF8(args[0])) == NULL)
         return NULL;
-    return PyType_GetModule(cls);
+    PyObject *mod = PyType_GetModule(cls);
+    if (mod == NULL || check(mod, self, *op) < 0)
+        return NULL;
+    return mod;
 }
 
 PyObject *
@@ -168,8 +174,7 @@ n4p_comm_check(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize
                PyObject *Py_UNUSED(kwnames))
 {
     const char *op;
-    PyObject *mod = method_str_arg(cls, args, nargs, "_check", &op);
-    if (mod == NULL || n4p_comm_check_valid(mod, self, op) < 0)
+    if (method_checked(self, cls, args, nargs, "_check", n4p_comm_check_valid, &op) == NULL)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -179,8 +184,8 @@ n4p_comm_acquire(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssi
                  PyObject *Py_UNUSED(kwnames))
 {
     const char *op;
-    PyObject *mod = method_str_arg(cls, args, nargs, "_acquire", &op);
-    if (mod == NULL || n4p_comm_enter(mod, self, op) < 0)
+    PyObject *mod = method_checked(self, cls, args, nargs, "_acquire", n4p_comm_enter, &op);
+    if (mod == NULL)
         return NULL;
     int exclusive = nargs > 1 ? PyObject_IsTrue(args[1]) : 0;
     if (exclusive != 0 && (exclusive < 0 || atomic_load(&self->pending) > 0)) {
