@@ -227,9 +227,14 @@ def candidates() -> tuple[str, list[tuple[str, str]]]:
     plat, why = platform()
     rocm, cuda = _rocm_candidates(), _cuda_candidates()
     ordered = rocm + cuda if plat == "rocm" else cuda + rocm
+    return f"{note}platform {plat} first: {why}", first_of_each_path(ordered)
+
+
+def first_of_each_path(cands: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``cands`` without the later entries of a path already listed."""
     seen, out = set(), []
-    for label, path in ordered:
+    for label, path in cands:
         if path not in seen:
             seen.add(path)
             out.append((label, path))
-    return f"{note}platform {plat} first: {why}", out
+    return out

@@ -127,13 +127,8 @@ def candidates() -> tuple[str, list[tuple[str, str]]]:
     if explicit:
         return "NCCL4PY_GPU_RUNTIME is set, so only it is tried", [
             ("NCCL4PY_GPU_RUNTIME", explicit)]
-    from nccl._discovery import platform as _platform
+    from nccl._discovery import first_of_each_path, platform as _platform
 
     plat, why = _platform()
     cands = _rocm_candidates() if plat == "rocm" else _cuda_candidates()
-    seen, out = set(), []
-    for label, path in cands:
-        if path not in seen:
-            seen.add(path)
-            out.append((label, path))
-    return f"platform {plat}: {why}", out
+    return f"platform {plat}: {why}", first_of_each_path(cands)
