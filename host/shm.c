@@ -41,6 +41,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,18 +277,10 @@ static uint64_t copy_header(n4p_seg_hdr *dst, const void *base)
     const n4p_seg_hdr *src = base;
     memset(dst, 0, sizeof *dst);
     uint64_t ready = atomic_load_explicit(&((n4p_seg_hdr *)base)->ready, memory_order_acquire);
-    dst->nranks = src->nranks;
-    dst->creator_pid = src->creator_pid;
-    dst->creator_start = src->creator_start;
-    dst->pidns = src->pidns;
-    dst->total_bytes = src->total_bytes;
-    dst->slot_bytes = src->slot_bytes;
-    dst->ring_bytes = src->ring_bytes;
-    dst->off_ranks = src->off_ranks;
-    dst->off_rings = src->off_rings;
-    dst->off_coll = src->off_coll;
-    dst->off_eager = src->off_eager;
-    dst->off_data = src->off_data;
+    /* the fields the creator writes once: from nranks up to joined */
+    const size_t first = offsetof(n4p_seg_hdr, nranks);
+    memcpy((char *)dst + first, (const char *)src + first,
+           offsetof(n4p_seg_hdr, joined) - first);
     return ready;
 }
 
