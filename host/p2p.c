@@ -79,6 +79,28 @@ static size_t op_bytes(const n4p_op *o)
     return o->count * n4p_dtype_size(o->dtype);
 }
 
+/* Load the head and tail of the ring to (sender) or from `peer`: the end
+ * this rank moves relaxed, the other with acquire.  False, with e->err set,
+ * when they cannot be right. */
+static bool ring_load(engine *e, const n4p_ring_ctl *rc, bool sender, int peer,
+                      uint64_t *head, uint64_t *tail)
+{
+    if (sender) {
+        *tail = atomic_load_explicit(&rc->tail, memory_order_relaxed);
+        *head = atomic_load_explicit(&rc->head, memory_order_acquire);
+    } else {
+        *head = atomic_load_explicit(&rc->head, memory_order_relaxed);
+        *tail = atomic_load_explicit(&rc->tail, memory_order_acquire);
+    }
+    if (*tail - *head <= e->comm->seg.ring_bytes)
+        return true;
+    e->err = n4p_fail(e->comm, ncclInternalError,
+                      "the ring %s rank %d is corrupt (head %llu, tail %llu)",
+                      sender ? "to" : "from", peer, (unsigned long long)*head,
+                      (unsigned long long)*tail);
+    return false;
+}
+
 /* Move what fits for one send; true if anything moved. */
 static bool send_step(engine *e, n4p_op *o)
 {
@@ -86,14 +108,9 @@ static bool send_step(engine *e, n4p_op *o)
     n4p_ring_ctl *rc = ring_ctl(c, c->rank, o->root);
     char *data = ring_data(c, c->rank, o->root);
     const size_t cap = c->seg.ring_bytes;
-    uint64_t tail = atomic_load_explicit(&rc->tail, memory_order_relaxed);
-    uint64_t head = atomic_load_explicit(&rc->head, memory_order_acquire);
-    if (tail - head > cap) {
-        e->err = n4p_fail(c, ncclInternalError,
-                          "the ring to rank %d is corrupt (head %llu, tail %llu)", o->root,
-                          (unsigned long long)head, (unsigned long long)tail);
+    uint64_t head, tail;
+    if (!ring_load(e, rc, true, o->root, &head, &tail))
         return true;
-    }
     size_t space = cap - (size_t)(tail - head);
     bool moved = false;
     if (!o->hdr_done) {
@@ -126,14 +143,9 @@ static bool recv_step(engine *e, n4p_op *o)
     n4p_ring_ctl *rc = ring_ctl(c, o->root, c->rank);
     const char *data = ring_data(c, o->root, c->rank);
     const size_t cap = c->seg.ring_bytes;
-    uint64_t head = atomic_load_explicit(&rc->head, memory_order_relaxed);
-    uint64_t tail = atomic_load_explicit(&rc->tail, memory_order_acquire);
-    if (tail - head > cap) {
-        e->err = n4p_fail(c, ncclInternalError,
-                          "the ring from rank %d is corrupt (head %llu, tail %llu)", o->root,
-                          (unsigned long long)head, (unsigned long long)tail);
+    uint64_t head, tail;
+    if (!ring_load(e, rc, false, o->root, &head, &tail))
         return true;
-    }
     size_t avail = (size_t)(tail - head);
     bool moved = false;
     if (!o->hdr_done) {
