@@ -686,13 +686,10 @@ static ncclResult_t check_and_submit(int kind, const void *sendbuff, void *recvb
                                 ncclComm_t comm, const void *acc)
 {
     const char *name = n4p_kind_name(kind);
-    ncclResult_t rc = n4p_check_comm(comm, true);
+    size_t esz;
+    ncclResult_t rc = n4p_check_call(comm, name, dtype, &esz);
     if (rc != ncclSuccess)
         return rc;
-    const size_t esz = n4p_dtype_size(dtype);
-    if (esz == 0)
-        return n4p_fail(comm, ncclInvalidArgument, "%s: invalid datatype %d", name,
-                        dtype);
     if (n4p_is_reduction(kind)) {
         n4p_redspec rs;
         if (op < 0 || (op >= ncclNumOps && op - ncclNumOps >= comm->nops))
@@ -856,13 +853,10 @@ static ncclResult_t all_to_all_v_submit(const void *sendbuff,
                                        ncclDataType_t datatype, ncclComm_t comm)
 {
     const char *name = "ncclAllToAllv";
-    ncclResult_t rc = n4p_check_comm(comm, true);
+    size_t esz;
+    ncclResult_t rc = n4p_check_call(comm, name, (int)datatype, &esz);
     if (rc != ncclSuccess)
         return rc;
-    const size_t esz = n4p_dtype_size(datatype);
-    if (esz == 0)
-        return n4p_fail(comm, ncclInvalidArgument, "%s: invalid datatype %d", name,
-                        (int)datatype);
     if (sendcounts == NULL || sdispls == NULL || recvcounts == NULL ||
         rdispls == NULL)
         return n4p_fail(comm, ncclInvalidArgument,

@@ -57,6 +57,17 @@ ncclResult_t n4p_check_comm(ncclComm_t comm, bool for_ops)
     return ncclSuccess;
 }
 
+ncclResult_t n4p_check_call(ncclComm_t comm, const char *name, int dtype, size_t *esz)
+{
+    ncclResult_t rc = n4p_check_comm(comm, true);
+    if (rc != ncclSuccess)
+        return rc;
+    *esz = n4p_dtype_size(dtype);
+    if (*esz == 0)
+        return n4p_fail(comm, ncclInvalidArgument, "%s: invalid datatype %d", name, dtype);
+    return ncclSuccess;
+}
+
 static ncclResult_t check_config(const ncclConfig_t *config)
 {
     if (config == NULL)

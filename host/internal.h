@@ -388,6 +388,9 @@ void n4p_set_cancel_flag(_Atomic int *flag, bool helper);
 
 /* comm.c */
 ncclResult_t n4p_check_comm(ncclComm_t comm, bool for_ops);
+/* The checks every data call (`name`) starts with: the communicator can run
+ * it and `dtype` is a data type, whose element size goes to *esz. */
+ncclResult_t n4p_check_call(ncclComm_t comm, const char *name, int dtype, size_t *esz);
 ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id,
                              int rank, int device, bool wait);
 ncclResult_t n4p_exec_split(n4p_op *o);

@@ -290,13 +290,10 @@ static ncclResult_t submit_p2p(int kind, const void *sendbuff, void *recvbuff,
                                size_t count, int dtype, int peer, ncclComm_t comm)
 {
     const char *name = kind == N4P_K_SEND ? "ncclSend" : "ncclRecv";
-    ncclResult_t rc = n4p_check_comm(comm, true);
+    size_t esz;
+    ncclResult_t rc = n4p_check_call(comm, name, dtype, &esz);
     if (rc != ncclSuccess)
         return rc;
-    const size_t esz = n4p_dtype_size(dtype);
-    if (esz == 0)
-        return n4p_fail(comm, ncclInvalidArgument, "%s: invalid datatype %d", name,
-                        dtype);
     if (peer < 0 || peer >= comm->nranks)
         return n4p_fail(comm, ncclInvalidArgument,
                         "%s: peer %d is out of range for %d ranks", name, peer,
