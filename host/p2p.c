@@ -101,6 +101,25 @@ static bool ring_load(engine *e, const n4p_ring_ctl *rc, bool sender, int peer,
     return false;
 }
 
+/* Move what fits in `room` bytes of the message body between the ring
+ * (`data`, at *pos, which advances) and the operation's buffer: written
+ * for a send, read for a receive.  True if anything moved. */
+static bool move_body(n4p_op *o, char *data, size_t cap, uint64_t *pos, size_t room,
+                      bool send)
+{
+    size_t left = op_bytes(o) - (size_t)o->done_bytes;
+    size_t k = left < room ? left : room;
+    if (k == 0)
+        return false;
+    if (send)
+        ring_write(data, cap, *pos, (const char *)o->sendbuff + o->done_bytes, k);
+    else
+        ring_read(data, cap, *pos, (char *)o->recvbuff + o->done_bytes, k);
+    *pos += k;
+    o->done_bytes += k;
+    return true;
+}
+
 /* Move what fits for one send; true if anything moved. */
 static bool send_step(engine *e, n4p_op *o)
 {
@@ -123,14 +142,8 @@ static bool send_step(engine *e, n4p_op *o)
         o->hdr_done = true;
         moved = true;
     }
-    size_t left = op_bytes(o) - (size_t)o->done_bytes;
-    size_t k = left < space ? left : space;
-    if (k > 0) {
-        ring_write(data, cap, tail, (const char *)o->sendbuff + o->done_bytes, k);
-        tail += k;
-        o->done_bytes += k;
+    if (move_body(o, data, cap, &tail, space, true))
         moved = true;
-    }
     if (moved)
         atomic_store_explicit(&rc->tail, tail, memory_order_release);
     o->complete = o->hdr_done && o->done_bytes == op_bytes(o);
@@ -141,7 +154,7 @@ static bool recv_step(engine *e, n4p_op *o)
 {
     ncclComm_t c = e->comm;
     n4p_ring_ctl *rc = ring_ctl(c, o->root, c->rank);
-    const char *data = ring_data(c, o->root, c->rank);
+    char *data = ring_data(c, o->root, c->rank);
     const size_t cap = c->seg.ring_bytes;
     uint64_t head, tail;
     if (!ring_load(e, rc, false, o->root, &head, &tail))
@@ -165,14 +178,8 @@ static bool recv_step(engine *e, n4p_op *o)
         o->hdr_done = true;
         moved = true;
     }
-    size_t left = op_bytes(o) - (size_t)o->done_bytes;
-    size_t k = left < avail ? left : avail;
-    if (k > 0) {
-        ring_read(data, cap, head, (char *)o->recvbuff + o->done_bytes, k);
-        head += k;
-        o->done_bytes += k;
+    if (move_body(o, data, cap, &head, avail, false))
         moved = true;
-    }
     if (moved)
         atomic_store_explicit(&rc->head, head, memory_order_release);
     o->complete = o->hdr_done && o->done_bytes == op_bytes(o);
