@@ -738,6 +738,12 @@ static ncclResult_t check_and_submit(int kind, const void *sendbuff, void *recvb
         return n4p_fail(comm, ncclInvalidArgument, "%s: recvbuff is NULL", name);
     if (kind == N4P_K_ALLREDUCE_BIAS && count > 0 && acc == NULL)
         return n4p_fail(comm, ncclInvalidArgument, "%s: acc is NULL", name);
+    return n4p_submit_data(kind, comm, sendbuff, recvbuff, count, dtype, op, root, acc);
+}
+
+ncclResult_t n4p_submit_data(int kind, ncclComm_t comm, const void *sendbuff, void *recvbuff,
+                             size_t count, int dtype, int op, int root, const void *acc)
+{
     n4p_op o = {.kind = kind,
                 .comm = comm,
                 .sendbuff = sendbuff,

@@ -391,6 +391,9 @@ ncclResult_t n4p_check_comm(ncclComm_t comm, bool for_ops);
 /* The checks every data call (`name`) starts with: the communicator can run
  * it and `dtype` is a data type, whose element size goes to *esz. */
 ncclResult_t n4p_check_call(ncclComm_t comm, const char *name, int dtype, size_t *esz);
+/* collectives.c: submit a checked data call (root: the peer of send/recv) */
+ncclResult_t n4p_submit_data(int kind, ncclComm_t comm, const void *sendbuff, void *recvbuff,
+                             size_t count, int dtype, int op, int root, const void *acc);
 ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id,
                              int rank, int device, bool wait);
 ncclResult_t n4p_exec_split(n4p_op *o);

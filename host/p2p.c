@@ -310,14 +310,7 @@ static ncclResult_t submit_p2p(int kind, const void *sendbuff, void *recvbuff,
                         name, count);
     if (count > 0 && (kind == N4P_K_SEND ? sendbuff == NULL : recvbuff == NULL))
         return n4p_fail(comm, ncclInvalidArgument, "%s: buffer is NULL", name);
-    n4p_op o = {.kind = kind,
-                .comm = comm,
-                .sendbuff = sendbuff,
-                .recvbuff = recvbuff,
-                .count = count,
-                .dtype = dtype,
-                .root = peer};
-    return n4p_submit(&o);
+    return n4p_submit_data(kind, comm, sendbuff, recvbuff, count, dtype, 0, peer, NULL);
 }
 
 N4P_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count,
