@@ -326,47 +326,37 @@ static void ref_reduce(int dt, int op, int n, size_t i, int seed, uint64_t *bits
         *bits = acc & mask;
         return;
     }
+    /* the floating reference, computed in T */
+#define REF_FOLD(T, result)                                  \
+    do {                                                     \
+        T acc = 0, s = (T)scalar_value(dt);                  \
+        for (int k = 0; k < n; k++) {                        \
+            T x = (T)gen(dt, k, i, seed);                    \
+            if (premul)                                      \
+                x *= s;                                      \
+            if (k == 0)                                      \
+                acc = x;                                     \
+            else if (op == ncclProd)                         \
+                acc *= x;                                    \
+            else if (op == ncclMax)                          \
+                acc = x > acc ? x : acc;                     \
+            else if (op == ncclMin)                          \
+                acc = x < acc ? x : acc;                     \
+            else                                             \
+                acc += x;                                    \
+        }                                                    \
+        if (op == ncclAvg)                                   \
+            acc /= (T)n;                                     \
+        (result) = acc;                                      \
+    } while (0)
     if (dt == ncclFloat64) {
-        double acc = 0, s = scalar_value(dt);
-        for (int k = 0; k < n; k++) {
-            double x = gen(dt, k, i, seed);
-            if (premul)
-                x *= s;
-            if (k == 0)
-                acc = x;
-            else if (op == ncclProd)
-                acc *= x;
-            else if (op == ncclMax)
-                acc = x > acc ? x : acc;
-            else if (op == ncclMin)
-                acc = x < acc ? x : acc;
-            else
-                acc += x;
-        }
-        if (op == ncclAvg)
-            acc /= n;
-        *val = acc;
+        REF_FOLD(double, *val);
         return;
     }
-    float acc = 0, s = (float)scalar_value(dt);
-    for (int k = 0; k < n; k++) {
-        float x = (float)gen(dt, k, i, seed);
-        if (premul)
-            x *= s;
-        if (k == 0)
-            acc = x;
-        else if (op == ncclProd)
-            acc *= x;
-        else if (op == ncclMax)
-            acc = x > acc ? x : acc;
-        else if (op == ncclMin)
-            acc = x < acc ? x : acc;
-        else
-            acc += x;
-    }
-    if (op == ncclAvg)
-        acc /= (float)n;
-    *val = is_lowp(dt) ? ref_round(acc, fmt_of(dt)) : (double)acc;
+    float r;
+    REF_FOLD(float, r);
+#undef REF_FOLD
+    *val = is_lowp(dt) ? ref_round(r, fmt_of(dt)) : (double)r;
 }
 
 static bool same(double a, double b)
