@@ -9,6 +9,7 @@ expected results itself with NumPy / ml_dtypes, independently of the library.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -50,61 +51,55 @@ def make_op(op: str, dt, residence: int = 1):
 
 # ------------------------------------------------------------ reductions
 
+def reductions(counts, dtypes, ops, per_rank=1):
+    """(dt, op, count, every rank's input of count * per_rank elements, their
+    reduction, the op's handle) for every case; the op lives for the step."""
+    for dt, op, count in itertools.product(dtypes, ops, counts):
+        ins = [inputs(r, dt, count * per_rank) for r in range(N)]
+        exp = reduce_ref(ins, dt, op)
+        h, done = make_op(op, dt)
+        yield dt, op, count, ins, exp, h
+        done()
+
+
 def suite_allreduce(counts=COUNTS, dtypes=tuple(NP), ops=OPS):
-    for dt in dtypes:
-        for op in ops:
-            for count in counts:
-                ins = [inputs(r, dt, count) for r in range(N)]
-                exp = reduce_ref(ins, dt, op)
-                h, done = make_op(op, dt)
-                send = ins[RANK].copy()
-                recv = np.zeros(count, NP[dt])
-                b.all_reduce(ptr(send), ptr(recv), count, int(dt), h, COMM, 0)
-                check(f"allreduce {dt.name} {op} n={count}", recv, exp, dt)
-                check(f"allreduce {dt.name} {op} n={count} send untouched", send, ins[RANK], dt)
-                buf = ins[RANK].copy()
-                b.all_reduce(ptr(buf), ptr(buf), count, int(dt), h, COMM, 0)
-                check(f"allreduce in-place {dt.name} {op} n={count}", buf, exp, dt)
-                done()
+    for dt, op, count, ins, exp, h in reductions(counts, dtypes, ops):
+        send = ins[RANK].copy()
+        recv = np.zeros(count, NP[dt])
+        b.all_reduce(ptr(send), ptr(recv), count, int(dt), h, COMM, 0)
+        check(f"allreduce {dt.name} {op} n={count}", recv, exp, dt)
+        check(f"allreduce {dt.name} {op} n={count} send untouched", send, ins[RANK], dt)
+        buf = ins[RANK].copy()
+        b.all_reduce(ptr(buf), ptr(buf), count, int(dt), h, COMM, 0)
+        check(f"allreduce in-place {dt.name} {op} n={count}", buf, exp, dt)
 
 
 def suite_reduce(counts=COUNTS, dtypes=tuple(NP), ops=OPS):
     for root in sorted({0, N - 1}):
-        for dt in dtypes:
-            for op in ops:
-                for count in counts:
-                    ins = [inputs(r, dt, count) for r in range(N)]
-                    exp = reduce_ref(ins, dt, op)
-                    h, done = make_op(op, dt)
-                    recv = np.full(count, 1, NP[dt])
-                    b.reduce(ptr(ins[RANK]), ptr(recv), count, int(dt), h, root, COMM, 0)
-                    if RANK == root:
-                        check(f"reduce root={root} {dt.name} {op} n={count}", recv, exp, dt)
-                    else:  # non-root receive buffers are not written
-                        check(f"reduce non-root untouched {dt.name}", recv, np.full(count, 1, NP[dt]), dt)
-                    buf = ins[RANK].copy()
-                    b.reduce(ptr(buf), ptr(buf), count, int(dt), h, root, COMM, 0)
-                    if RANK == root:
-                        check(f"reduce in-place root={root} {dt.name} {op} n={count}", buf, exp, dt)
-                    done()
+        for dt, op, count, ins, exp, h in reductions(counts, dtypes, ops):
+            recv = np.full(count, 1, NP[dt])
+            b.reduce(ptr(ins[RANK]), ptr(recv), count, int(dt), h, root, COMM, 0)
+            if RANK == root:
+                check(f"reduce root={root} {dt.name} {op} n={count}", recv, exp, dt)
+            else:  # non-root receive buffers are not written
+                check(f"reduce non-root untouched {dt.name}", recv, np.full(count, 1, NP[dt]), dt)
+            buf = ins[RANK].copy()
+            b.reduce(ptr(buf), ptr(buf), count, int(dt), h, root, COMM, 0)
+            if RANK == root:
+                check(f"reduce in-place root={root} {dt.name} {op} n={count}", buf, exp, dt)
 
 
 def suite_reduce_scatter(counts=COUNTS, dtypes=tuple(NP), ops=OPS):
-    for dt in dtypes:
-        for op in ops:
-            for count in counts:
-                ins = [inputs(r, dt, count * N) for r in range(N)]
-                exp = reduce_ref(ins, dt, op)[RANK * count:(RANK + 1) * count]
-                h, done = make_op(op, dt)
-                recv = np.zeros(count, NP[dt])
-                b.reduce_scatter(ptr(ins[RANK]), ptr(recv), count, int(dt), h, COMM, 0)
-                check(f"reduce_scatter {dt.name} {op} n={count}", recv, exp, dt)
-                buf = ins[RANK].copy()
-                b.reduce_scatter(ptr(buf), buf.ctypes.data + RANK * count * buf.itemsize, count,
-                                 int(dt), h, COMM, 0)
-                check(f"reduce_scatter in-place {dt.name} {op} n={count}",
-                      buf[RANK * count:(RANK + 1) * count], exp, dt)
-                done()
+    for dt, op, count, ins, full, h in reductions(counts, dtypes, ops, per_rank=N):
+        exp = full[RANK * count:(RANK + 1) * count]
+        recv = np.zeros(count, NP[dt])
+        b.reduce_scatter(ptr(ins[RANK]), ptr(recv), count, int(dt), h, COMM, 0)
+        check(f"reduce_scatter {dt.name} {op} n={count}", recv, exp, dt)
+        buf = ins[RANK].copy()
+        b.reduce_scatter(ptr(buf), buf.ctypes.data + RANK * count * buf.itemsize, count,
+                         int(dt), h, COMM, 0)
+        check(f"reduce_scatter in-place {dt.name} {op} n={count}",
+              buf[RANK * count:(RANK + 1) * count], exp, dt)
 
 
 # --------------------------------------------------------- data movement
