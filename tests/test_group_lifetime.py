@@ -56,12 +56,19 @@ def test_buffers_held_until_the_outermost_group_end(stub):
     assert refs(x, y) == base
 
 
-def test_low_level_group_start_counts(stub):
+def allreduce_in_group(start):
+    """(communicator on the stub, array, the array's reference counts before)
+    after start() and an in-place allreduce of the array."""
     comm = nc.Communicator(COMM)
     x = np.ones(8, np.float32)
     base = refs(x)
-    b.group_start()
+    start()
     comm.allreduce(x, x, nc.SUM)
+    return comm, x, base
+
+
+def test_low_level_group_start_counts(stub):
+    comm, x, base = allreduce_in_group(b.group_start)
     assert refs(x)[0] > base[0]
     b.group_end()
     assert refs(x) == base
@@ -96,11 +103,7 @@ def test_exports_held_until_group_end(stub, lib):  # noqa: F811
 
 
 def test_released_when_group_end_fails(stub):
-    comm = nc.Communicator(COMM)
-    x = np.ones(8, np.float32)
-    base = refs(x)
-    nc.group_start()
-    comm.allreduce(x, x, nc.SUM)
+    comm, x, base = allreduce_in_group(nc.group_start)
     stub.nccl4pyStubSetResult(5)
     with pytest.raises(NCCLError):
         nc.group_end()
