@@ -205,6 +205,29 @@ KINDS: dict[str, Kind] = {
 C_TYPES = {k: v.ctype for k, v in KINDS.items()}
 RET_TYPES = {"status": "ncclResult_t", "cstr": "const char*", "int": "int", "void": "void",
              "team": "ncclTeam_t"}
+
+
+@dataclass(frozen=True)
+class Ret:
+    """A return kind other than status: the stub's type, the docstring's
+    line, the no-op library's body and the recording stub's (``{idx}``: the
+    entry's index)."""
+    pytype: str
+    doc: str
+    noop: tuple[str, ...]
+    stub: tuple[str, ...]
+
+
+RETURNS = {
+    "cstr": Ret("str", "str: the library's text (decoded as UTF-8; '' for NULL).",
+                ('return "no-op library";',), ('return "stub last error";',)),
+    "int": Ret("int", "int: the function's result.", ("return 0;",),
+               ("return STUB_OUT_INT + {idx};",)),
+    "void": Ret("None", "None.", (), ()),
+    "team": Ret("Team", "Team: the team (n_ranks, rank, stride), returned by value.",
+                ("ncclTeam_t t = {1, 0, 1};", "return t;"),
+                ("ncclTeam_t t = {{STUB_OUT_INT + {idx}, {idx}, 3}};", "return t;")),
+}
 FLAGS = {"host", "hand"}
 # Kinds a wrapper converts from one Python int: their entries' wrappers are
 # the simplest generated shape (and the hot path of nccl.bindings).
@@ -704,14 +727,8 @@ def _py_sig(e: Entry, with_types: bool, drop: Param | None = None, full: bool = 
 
 
 def _ret_type(e: Entry) -> str:
-    if e.ret == "cstr":
-        return "str"
-    if e.ret == "int":
-        return "int"
-    if e.ret == "void":
-        return "None"
-    if e.ret == "team":
-        return "Team"
+    if e.ret in RETURNS:
+        return RETURNS[e.ret].pytype
     rets = e.returned
     types = [(f"list[{p.k.ret}]" if _is_list(e, p) else p.k.ret) for p in rets]
     if not types:
@@ -775,14 +792,8 @@ def docstring(e: Entry) -> str:
     rt = _ret_type(e)
     if opt is None:
         lines += ["", "Returns:"]
-        if e.ret == "cstr":
-            lines.append("  str: the library's text (decoded as UTF-8; '' for NULL).")
-        elif e.ret == "int":
-            lines.append("  int: the function's result.")
-        elif e.ret == "void":
-            lines.append("  None.")
-        elif e.ret == "team":
-            lines.append("  Team: the team (n_ranks, rank, stride), returned by value.")
+        if e.ret in RETURNS:
+            lines.append(f"  {RETURNS[e.ret].doc}")
         elif e.returned:
             descr = "; ".join(f"{snake(p.name)}: {p.k.doc}" + (f", a list of {snake(p.length)}"
                                                                if _is_list(e, p) else "")
@@ -1033,13 +1044,8 @@ def gen_stub_c(entries: list[Entry], noop: bool) -> str:
                 if sym == "ncclGetVersion":
                     out.append(f"    *{e.params[0].name} = NCCL4PY_ABI_VERSION_CODE;")
                 out.append("    return ncclSuccess;")
-            elif e.ret == "cstr":
-                out.append('    return "no-op library";')
-            elif e.ret == "int":
-                out.append("    return 0;")
-            elif e.ret == "team":
-                out.append("    ncclTeam_t t = {1, 0, 1};")
-                out.append("    return t;")
+            else:
+                out += [f"    {line}" for line in RETURNS[e.ret].noop]
         else:
             out.append(f'    begin("{sym}");')
             for p in e.params:
@@ -1052,13 +1058,8 @@ def gen_stub_c(entries: list[Entry], noop: bool) -> str:
                 out.append('    static char msg[64];')
                 out.append('    snprintf(msg, sizeof msg, "stub error string %d", (int)result);')
                 out.append("    return msg;")
-            elif e.ret == "cstr":
-                out.append('    return "stub last error";')
-            elif e.ret == "int":
-                out.append(f"    return STUB_OUT_INT + {idx};")
-            elif e.ret == "team":
-                out.append(f"    ncclTeam_t t = {{STUB_OUT_INT + {idx}, {idx}, 3}};")
-                out.append("    return t;")
+            else:
+                out += [f"    {line.format(idx=idx)}" for line in RETURNS[e.ret].stub]
         out.append("}")
         out.append("#endif")
         out.append("")
