@@ -88,16 +88,8 @@ rt_fn(PyObject *mod, int idx)
     if (n4p_lazylib_load(&rt, st->gpu_runtime_error) < 0)
         return NULL;
     void *p = rt_fns[idx];
-    if (p == NULL) {
-        const char *alt = n4p_lazylib_fallback(&rt, idx);
-        if (*alt)
-            PyErr_Format(st->gpu_runtime_error,
-                         "function %s (or %s) is not found in the GPU runtime %s",
-                         rt_symbol(idx), alt, rt.path);
-        else
-            PyErr_Format(st->gpu_runtime_error, "function %s is not found in the GPU runtime %s",
-                         rt_symbol(idx), rt.path);
-    }
+    if (p == NULL)
+        n4p_lazylib_raise_missing(&rt, st->gpu_runtime_error, idx, "the GPU runtime ");
     return p;
 }
 

@@ -241,6 +241,18 @@ n4p_lazylib_fallback(const n4p_lazylib *lib, int idx)
     return s + strlen(s) + 1;
 }
 
+void
+n4p_lazylib_raise_missing(const n4p_lazylib *lib, PyObject *exc, int idx, const char *what)
+{
+    const char *sym = n4p_lazylib_symbol(lib, idx);
+    const char *alt = n4p_lazylib_fallback(lib, idx);
+    if (*alt)
+        PyErr_Format(exc, "function %s is not found in %s%s (also tried %s)", sym, what,
+                     lib->path, alt);
+    else
+        PyErr_Format(exc, "function %s is not found in %s%s", sym, what, lib->path);
+}
+
 PyObject *
 n4p_lazylib_attempts(n4p_lazylib *lib)
 {

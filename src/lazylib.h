@@ -74,6 +74,9 @@ n4p_lazylib_ready(n4p_lazylib *lib)
  * none). */
 const char *n4p_lazylib_symbol(const n4p_lazylib *lib, int idx);
 const char *n4p_lazylib_fallback(const n4p_lazylib *lib, int idx);
+/* Raise exc: symbol idx is not in the loaded library, which the message
+ * calls `what` followed by its path ("" for the path alone). */
+void n4p_lazylib_raise_missing(const n4p_lazylib *lib, PyObject *exc, int idx, const char *what);
 
 /* For reports (new references; they never load):
  * the attempts as [(label, candidate, error-or-None)] or None before a try,

@@ -101,15 +101,7 @@ n4p_load(PyObject *mod)
 void
 n4p_raise_missing(PyObject *mod, int idx)
 {
-    n4p_state *st = n4p_get_state(mod);
-    const char *sym = n4p_lazylib_symbol(&n4p_nccl, idx);
-    const char *alt = n4p_lazylib_fallback(&n4p_nccl, idx);
-    if (*alt)
-        PyErr_Format(st->function_not_found, "function %s is not found in %s (also tried %s)",
-                     sym, n4p_nccl.path, alt);
-    else
-        PyErr_Format(st->function_not_found, "function %s is not found in %s", sym,
-                     n4p_nccl.path);
+    n4p_lazylib_raise_missing(&n4p_nccl, n4p_get_state(mod)->function_not_found, idx, "");
 }
 
 PyObject *
