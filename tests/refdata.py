@@ -14,8 +14,9 @@ NP = {
     D.Float64: np.float64, D.Bfloat16: ml_dtypes.bfloat16, D.Float8e4m3: ml_dtypes.float8_e4m3fn,
     D.Float8e5m2: ml_dtypes.float8_e5m2,
 }
-FLOATS = {D.Float16, D.Float32, D.Float64, D.Bfloat16, D.Float8e4m3, D.Float8e5m2}
-SMALL_FLOATS = {D.Float16, D.Bfloat16, D.Float8e4m3, D.Float8e5m2}
+# the floating types, and those narrower than float32 (by the array types above)
+FLOATS = {dt for dt, t in NP.items() if np.dtype(t).kind not in "iu"}
+SMALL_FLOATS = {dt for dt in FLOATS if np.dtype(NP[dt]).itemsize < 4}
 OPS = ["sum", "prod", "max", "min", "avg", "premulsum"]
 COUNTS = [1, 7, 1023]
 BIG = 2**20 + 3
