@@ -169,7 +169,7 @@ n4p_small_int(PyObject *o, long long *v)
 #if PYLONG_BITS_IN_DIGIT == 30
     /* Up to two 30-bit digits (|value| < 2**60: sizes, ints and the
      * addresses of user space) straight from the digits, as CPython's own
-     * inline helpers do. */
+     * inline helpers do; the rest through the C API. */
 #if PY_VERSION_HEX >= 0x030C0000
     if (PyUnstable_Long_IsCompact((PyLongObject *)o)) {
         *v = (long long)PyUnstable_Long_CompactValue((PyLongObject *)o);
@@ -199,13 +199,7 @@ n4p_small_int(PyObject *o, long long *v)
         *v = 0;
         return 1;
     }
-    if (n == -1 || n == -2) {
-        long long x = (long long)d[0];
-        if (n == -2)
-            x |= (long long)d[1] << PyLong_SHIFT;
-        *v = -x;
-        return 1;
-    }
+    /* negative values (rare) out of line */
 #endif
 #endif
     return n4p_long_value(o, v);
