@@ -16,6 +16,8 @@ Measures, in one invocation:
         and the same with the communicator as a ``Comm`` object;
       - upstream nccl4py's ``nccl.bindings.nccl.all_reduce(ints)`` (0.5+: with
         a ``Comm`` object, the only form it accepts);
+      - ``send``, ``get_version`` and ``comm_count``, ours against upstream's
+        (the communicator as upstream takes it; the ratios only);
       - a ctypes wrapper in the style of vLLM's pynccl (bench/_ctypes_pynccl.py);
       - an empty Python function with 7 arguments (the interpreter's floor);
       - the same ``comm.allreduce(numpy)`` with the flight recorder off
@@ -94,6 +96,29 @@ def upstream_specs() -> list[str]:
 # ints for the low-level calls: send, recv, count, Float32, Sum, comm, stream
 LOW_ARGS = (0x7F00_0000_1000, 0x7F00_0000_2000, 8, 7, 0, 0x5500_0000, 0)
 FAKE_COMM = 0x5500_0000
+# Other low-level calls, ours against upstream (the communicator as upstream
+# 0.5+ takes it): name -> (function name, arguments before the communicator,
+# arguments after it).  They do not reach the counting ncclAllReduce.
+OTHER_CALLS = {
+    "send": ("send", (0x7F00_0000_1000, 8, 7, 1), (0,)),
+    "get_version": ("get_version", None, ()),
+    "comm_count": ("comm_count", (), ()),
+}
+
+
+def other_benches(mod, comm, prefix: str) -> dict:
+    """Timing loops of OTHER_CALLS through module `mod`, named prefix + name."""
+    out = {}
+    for name, (fname, before, after) in OTHER_CALLS.items():
+        args = () if before is None else before + (comm,) + after
+
+        def run(n, f=getattr(mod, fname), a=args):
+            for _ in range(n):
+                f(*a)
+
+        out[prefix + name] = run
+    return out
+
 
 # ---------------------------------------------------------------- the library
 
@@ -314,6 +339,7 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
                 f(*a)
 
         benches["ll_ours_comm"] = ll_ours_comm
+        benches.update(other_benches(b, b.Comm(FAKE_COMM), "other_ours_"))
         pyn = CtypesNccl(libpath)
         assert pyn.get_version() == b.get_version()
 
@@ -348,6 +374,7 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
                 f(*a)
 
         benches["ll_upstream"] = ll_upstream
+        benches.update(other_benches(ub, up_args[5], "other_upstream_"))
         # upstream's high-level allreduce, if it can run here
         try:
             import numpy as np
@@ -374,7 +401,7 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
     for name, fn in benches.items():  # warm-up, and each call reaches the library once
         before = counter()
         fn(5000)
-        if name != "empty" and counter() - before != 5000:
+        if counted(name) and counter() - before != 5000:
             raise SystemExit(f"{name}: {counter() - before} library calls for 5000 calls")
     print(json.dumps({"benches": list(benches), "notes": notes}), flush=True)
     for line in sys.stdin:
@@ -385,10 +412,15 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
         t0 = time.perf_counter_ns()
         fn(calls)
         dt = time.perf_counter_ns() - t0
-        if name != "empty" and counter() - before != calls:
+        if counted(name) and counter() - before != calls:
             raise SystemExit(f"{name}: {counter() - before} library calls for {calls} calls")
         print(dt / calls, flush=True)
     return 0
+
+
+def counted(bench: str) -> bool:
+    """Whether each call of this variant reaches the counting ncclAllReduce."""
+    return bench != "empty" and not bench.startswith("other_")
 
 
 class Child:
@@ -594,6 +626,12 @@ def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict
     ratio("low-level ours / upstream", pc("ll_ours"), pc("ll_upstream"), 0.6)
     ratio("low-level ours with a Comm / upstream", pc("ll_ours_comm"), pc("ll_upstream"),
           0.8 if UPSTREAM_VERSION >= "0.5" else None)
+    comm = "Comm" if UPSTREAM_VERSION >= "0.5" else "int"
+    for name, (fname, before, after) in OTHER_CALLS.items():
+        args = "" if before is None else ", ".join(
+            ["ints"] * bool(before) + [comm] + ["ints"] * bool(after))
+        ratio(f"low-level ours / upstream: {fname}({args})", pc(f"other_ours_{name}"),
+              pc(f"other_upstream_{name}"), None)
     ratio("low-level ours / ctypes", pc("ll_ours"), pc("ctypes"), 0.1)
     ratio("high-level ours (numpy) / ctypes", pc("hl_numpy"), pc("ctypes"), None)
     ratio("high-level ours (torch) / ctypes", pc("hl_torch"), pc("ctypes"), None)

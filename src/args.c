@@ -35,6 +35,17 @@ as_index(PyObject *o, const char *name, const char *want)
 }
 
 int
+n4p_long_value(PyObject *o, long long *v)
+{
+    int overflow = 0;
+    *v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow == 0 && !(*v == -1 && PyErr_Occurred()))
+        return 1;
+    PyErr_Clear();
+    return 0;
+}
+
+int
 n4p_arg_ptr_slow(PyObject *o, const char *name, void **out)
 {
     if (n4p_is_handle(o)) { /* a Comm or Window: its slot, without making an int */

@@ -138,21 +138,38 @@ int n4p_arg_size_slow(PyObject *o, const char *name, size_t *out);
 int n4p_arg_int_slow(PyObject *o, const char *name, int *out);
 int n4p_arg_uint_slow(PyObject *o, const char *name, unsigned int *out);
 
-/* Fast path of the converters: an exact int that fits in a long long (the
- * common case, also for addresses below 2**63).  Everything else, and every
- * error message, is in args.c. */
-static inline int
+/* The converters' fast paths are forced inline into every wrapper, so that
+ * the hot call is straight-line code; everything else, and every error
+ * message, is in out-of-line functions (args.c). */
+#if defined(__GNUC__) || defined(__clang__)
+#define N4P_HOT_INLINE static inline __attribute__((always_inline))
+#define N4P_COLD __attribute__((noinline, cold))
+#define N4P_LIKELY(x) __builtin_expect(!!(x), 1)
+#define N4P_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define N4P_HOT_INLINE static inline
+#define N4P_COLD
+#define N4P_LIKELY(x) (x)
+#define N4P_UNLIKELY(x) (x)
+#endif
+
+/* The value of an int the inline digit check below does not cover: 1 and
+ * *v set when it fits in a long long, 0 (no exception) otherwise. */
+N4P_COLD int n4p_long_value(PyObject *o, long long *v);
+
+/* Fast path of the converters: an int (or subclass: IntEnum members) that
+ * fits in a long long (the common case, also for addresses below 2**63): 1
+ * and *v set; 0 (no exception) for anything else, which the slow
+ * converters then handle. */
+N4P_HOT_INLINE int
 n4p_small_int(PyObject *o, long long *v)
 {
-    if (!PyLong_Check(o)) /* int and its subclasses (IntEnum members) */
+    if (N4P_UNLIKELY(!PyLong_Check(o)))
         return 0;
 #if PYLONG_BITS_IN_DIGIT == 30
     /* Up to two 30-bit digits (|value| < 2**60: sizes, ints and the
      * addresses of user space) straight from the digits, as CPython's own
-     * inline helpers do. */
-    const digit *d;
-    Py_ssize_t ndigits;
-    int negative;
+     * inline helpers do; the rest through the C API. */
 #if PY_VERSION_HEX >= 0x030C0000
     if (PyUnstable_Long_IsCompact((PyLongObject *)o)) {
         *v = (long long)PyUnstable_Long_CompactValue((PyLongObject *)o);
@@ -160,73 +177,72 @@ n4p_small_int(PyObject *o, long long *v)
     }
 #ifdef _PyLong_NON_SIZE_BITS
     uintptr_t tag = ((PyLongObject *)o)->long_value.lv_tag;
-    ndigits = (Py_ssize_t)(tag >> _PyLong_NON_SIZE_BITS);
-    negative = (tag & _PyLong_SIGN_MASK) == 2;
-    d = ((PyLongObject *)o)->long_value.ob_digit;
-#else
-    ndigits = 0, negative = 0, d = NULL;
-#endif
-#else
-    ndigits = Py_SIZE(o);
-    negative = ndigits < 0;
-    if (negative)
-        ndigits = -ndigits;
-    d = ((PyLongObject *)o)->ob_digit;
-    if (ndigits <= 1) {
-        long long x = ndigits ? (long long)d[0] : 0;
-        *v = negative ? -x : x;
-        return 1;
-    }
-#endif
-    if (ndigits == 2) {
+    if ((tag >> _PyLong_NON_SIZE_BITS) == 2) {
+        const digit *d = ((PyLongObject *)o)->long_value.ob_digit;
         long long x = (long long)d[0] | ((long long)d[1] << PyLong_SHIFT);
-        *v = negative ? -x : x;
+        *v = (tag & _PyLong_SIGN_MASK) == 2 ? -x : x;
         return 1;
     }
 #endif
-    int overflow = 0;
-    *v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    return overflow == 0 && !(*v == -1 && PyErr_Occurred());
+#else
+    /* compares, not a switch: a jump table costs an indirect branch */
+    const digit *d = ((PyLongObject *)o)->ob_digit;
+    Py_ssize_t n = Py_SIZE(o);
+    if (N4P_LIKELY(n == 1 || n == 2)) {
+        long long x = (long long)d[0];
+        if (n == 2)
+            x |= (long long)d[1] << PyLong_SHIFT;
+        *v = x;
+        return 1;
+    }
+    if (n == 0) {
+        *v = 0;
+        return 1;
+    }
+    /* negative values (rare) out of line */
+#endif
+#endif
+    return n4p_long_value(o, v);
 }
 
-static inline int
+N4P_HOT_INLINE int
 n4p_arg_ptr(PyObject *o, const char *name, void **out)
 {
     long long v;
-    if (n4p_small_int(o, &v)) {
+    if (N4P_LIKELY(n4p_small_int(o, &v))) {
         *out = (void *)(intptr_t)v;
         return 0;
     }
     return n4p_arg_ptr_slow(o, name, out);
 }
 
-static inline int
+N4P_HOT_INLINE int
 n4p_arg_size(PyObject *o, const char *name, size_t *out)
 {
     long long v;
-    if (n4p_small_int(o, &v) && v >= 0) {
+    if (N4P_LIKELY(n4p_small_int(o, &v) && v >= 0)) {
         *out = (size_t)v;
         return 0;
     }
     return n4p_arg_size_slow(o, name, out);
 }
 
-static inline int
+N4P_HOT_INLINE int
 n4p_arg_int(PyObject *o, const char *name, int *out)
 {
     long long v;
-    if (n4p_small_int(o, &v) && v >= INT_MIN && v <= INT_MAX) {
+    if (N4P_LIKELY(n4p_small_int(o, &v) && v >= INT_MIN && v <= INT_MAX)) {
         *out = (int)v;
         return 0;
     }
     return n4p_arg_int_slow(o, name, out);
 }
 
-static inline int
+N4P_HOT_INLINE int
 n4p_arg_uint(PyObject *o, const char *name, unsigned int *out)
 {
     long long v;
-    if (n4p_small_int(o, &v) && v >= 0 && v <= (long long)UINT_MAX) {
+    if (N4P_LIKELY(n4p_small_int(o, &v) && v >= 0 && v <= (long long)UINT_MAX)) {
         *out = (unsigned int)v;
         return 0;
     }
@@ -235,26 +251,40 @@ n4p_arg_uint(PyObject *o, const char *name, unsigned int *out)
 /* Address of a non-NULL out-parameter slot given as an int. */
 int n4p_arg_out_ptr(PyObject *o, const char *name, void **out);
 
-/* A handle of the given kind: an int (fast path), a handle object of that
- * kind (its slot's value), or an __index__ object; the other kind of handle
- * object is a TypeError naming both. */
+/* A handle object (handles.c): one pointer-sized slot.  Each kind has its
+ * own tp_hash, which its subclasses inherit: comparing it identifies the
+ * kind without the module state. */
+typedef struct {
+    PyObject_HEAD
+    void *handle;
+} n4p_handleobj;
+Py_hash_t n4p_comm_hash(PyObject *self);
+Py_hash_t n4p_window_hash(PyObject *self);
+
+/* A handle of the given kind: an int or a handle object of that kind (its
+ * slot's value) inline; an __index__ object, and the TypeError for the
+ * other kind of handle object, out of line. */
 int n4p_arg_handle_slow(PyObject *o, const char *name, enum n4p_handle_kind kind, void **out);
-static inline int
+N4P_HOT_INLINE int
 n4p_arg_handle(PyObject *o, const char *name, enum n4p_handle_kind kind, void **out)
 {
     long long v;
-    if (n4p_small_int(o, &v)) {
+    if (Py_TYPE(o)->tp_hash == (kind == N4P_H_COMM ? n4p_comm_hash : n4p_window_hash)) {
+        *out = ((n4p_handleobj *)o)->handle;
+        return 0;
+    }
+    if (N4P_LIKELY(n4p_small_int(o, &v))) {
         *out = (void *)(intptr_t)v;
         return 0;
     }
     return n4p_arg_handle_slow(o, name, kind, out);
 }
-static inline int
+N4P_HOT_INLINE int
 n4p_arg_comm(PyObject *o, const char *name, void **out)
 {
     return n4p_arg_handle(o, name, N4P_H_COMM, out);
 }
-static inline int
+N4P_HOT_INLINE int
 n4p_arg_win(PyObject *o, const char *name, void **out)
 {
     return n4p_arg_handle(o, name, N4P_H_WINDOW, out);

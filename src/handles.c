@@ -15,10 +15,7 @@
  */
 #include "bindings.h"
 
-typedef struct {
-    PyObject_HEAD
-    void *handle;
-} handleobj;
+typedef n4p_handleobj handleobj; /* bindings.h: the converters read the slot inline */
 
 static int
 h_init(handleobj *self, PyObject *args, PyObject *kwds)
@@ -87,20 +84,20 @@ h_hash(handleobj *self)
 
 /* One tp_hash per kind (the same function behind each): the slot a type
  * and its subclasses share identifies the kind without the module state. */
-static Py_hash_t
-comm_hash(PyObject *self)
+Py_hash_t
+n4p_comm_hash(PyObject *self)
 {
     return h_hash((handleobj *)self);
 }
 
-static Py_hash_t
-window_hash(PyObject *self)
+Py_hash_t
+n4p_window_hash(PyObject *self)
 {
     return h_hash((handleobj *)self);
 }
 
-static const hashfunc kind_hash[N4P_H_COUNT] = {[N4P_H_COMM] = comm_hash,
-                                                [N4P_H_WINDOW] = window_hash};
+static const hashfunc kind_hash[N4P_H_COUNT] = {[N4P_H_COMM] = n4p_comm_hash,
+                                                [N4P_H_WINDOW] = n4p_window_hash};
 static const char *const kind_name[N4P_H_COUNT] = {[N4P_H_COMM] = "Comm",
                                                    [N4P_H_WINDOW] = "Window"};
 
@@ -108,7 +105,7 @@ int
 n4p_is_handle(PyObject *o)
 {
     hashfunc h = Py_TYPE(o)->tp_hash;
-    return h == comm_hash || h == window_hash;
+    return h == n4p_comm_hash || h == n4p_window_hash;
 }
 
 int
@@ -236,12 +233,12 @@ static PyType_Slot comm_slots[] = HANDLE_SLOTS(
     "Comm(handle=0)\n--\n\n"
     "A communicator handle (ncclComm_t).  Creating functions return one whose\n"
     "slot the library filled; it can be used wherever an int handle can.",
-    comm_hash);
+    n4p_comm_hash);
 static PyType_Slot window_slots[] = HANDLE_SLOTS(
     "Window(handle=0)\n--\n\n"
     "A window handle (ncclWindow_t).  Creating functions return one whose\n"
     "slot the library filled; it can be used wherever an int handle can.",
-    window_hash);
+    n4p_window_hash);
 
 static PyType_Spec handle_specs[N4P_H_COUNT] = {
     [N4P_H_COMM] = {.name = "nccl.bindings.nccl.Comm",

@@ -105,6 +105,48 @@ def test_negative_and_unsigned_addresses_agree(stub):
     assert f["recvbuff"] == "ptr:0xfffffffffffffff0"
 
 
+# Values on both sides of each width the converters' inline path reads
+# directly (0, 1 and 2 digits of 30 bits, either sign) and beyond it.
+DIGIT_EDGES = [0, 1, 2**30 - 1, 2**30, 2**31 - 1, 2**31, 2**32 + 5, 2**60 - 1, 2**60,
+               2**63 - 1, 2**63, 2**64 - 1]
+
+
+@pytest.mark.parametrize("v", DIGIT_EDGES + [-x for x in DIGIT_EDGES[1:10]] + [-(2**63)])
+def test_int_widths_reach_every_one_int_kind(stub, v):
+    class Sub(int):
+        pass
+
+    for val in (v, Sub(v)):
+        b.all_reduce(val, val, 0, 7, 0, val, val)
+        f = fields(last(stub))
+        want = f"{v % 2**64:#x}"
+        assert (f["sendbuff"], f["recvbuff"], f["comm"], f["stream"]) == (
+            f"cptr:{want}", f"ptr:{want}", f"comm:{want}", f"stream:{want}")
+        if v >= 0:
+            b.all_reduce(0, 0, val, 7, 0, 0, 0)
+            assert fields(last(stub))["count"] == f"size:{v}"
+        else:
+            with pytest.raises(OverflowError, match="count must be non-negative"):
+                b.all_reduce(0, 0, val, 7, 0, 0, 0)
+        if -(2**31) <= v < 2**31:
+            b.all_reduce(0, 0, 0, val, 0, 0, 0)
+            assert fields(last(stub))["datatype"] == f"dtype:{v}"
+        else:
+            with pytest.raises(OverflowError, match="datatype does not fit in a C int"):
+                b.all_reduce(0, 0, 0, val, 0, 0, 0)
+
+
+def test_handle_objects_and_their_subclasses_give_their_slot(stub):
+    class MyComm(b.Comm):
+        pass
+
+    for comm in (b.Comm(0x1234_5678_9ABC), MyComm(-8)):
+        b.all_reduce(1, 2, 3, 7, 0, comm, 0)
+        assert fields(last(stub))["comm"] == f"comm:{int(comm) % 2**64:#x}"
+    with pytest.raises(TypeError, match="comm must be a Comm .or an int handle., not a Window"):
+        b.all_reduce(1, 2, 3, 7, 0, b.Window(5), 0)
+
+
 def test_error_status_raises_with_library_text(stub):
     stub.nccl4pyStubSetResult(5)
     with pytest.raises(b.NCCLError) as ei:

@@ -470,7 +470,9 @@ def _gen_prologue(e: Entry) -> list[str]:
         if opt is not None and slot >= n - trailing:
             out.append(f"    int given = a[{slot}] != NULL;")
     else:
-        out.append(f'    if (n4p_parse_args(args, nargs, kwnames, "{e.pyname}", NULL, 0, 0, NULL) < 0)')
+        # no arguments (the common case) costs no call
+        out.append(f'    if ((nargs != 0 || kwnames != NULL) && n4p_parse_args(args, nargs, kwnames, '
+                   f'"{e.pyname}", NULL, 0, 0, NULL) < 0)')
         out.append("        return NULL;")
     out += [f"    {e.name}_fn fn = ({e.name}_fn)n4p_fn(mod, N4P_IDX_{e.name});",
             "    if (fn == NULL)", "        return NULL;"]

@@ -5,7 +5,7 @@
 static PyObject *
 w_get_version(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (n4p_parse_args(args, nargs, kwnames, "get_version", NULL, 0, 0, NULL) < 0)
+    if ((nargs != 0 || kwnames != NULL) && n4p_parse_args(args, nargs, kwnames, "get_version", NULL, 0, 0, NULL) < 0)
         return NULL;
     ncclGetVersion_fn fn = (ncclGetVersion_fn)n4p_fn(mod, N4P_IDX_ncclGetVersion);
     if (fn == NULL)
@@ -3006,7 +3006,7 @@ w_param_get_str(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject
 static PyObject *
 w_param_dump_all(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (n4p_parse_args(args, nargs, kwnames, "param_dump_all", NULL, 0, 0, NULL) < 0)
+    if ((nargs != 0 || kwnames != NULL) && n4p_parse_args(args, nargs, kwnames, "param_dump_all", NULL, 0, 0, NULL) < 0)
         return NULL;
     ncclParamDumpAll_fn fn = (ncclParamDumpAll_fn)n4p_fn(mod, N4P_IDX_ncclParamDumpAll);
     if (fn == NULL)
@@ -3020,7 +3020,7 @@ w_param_dump_all(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
 static PyObject *
 w_reset_debug_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (n4p_parse_args(args, nargs, kwnames, "reset_debug_init", NULL, 0, 0, NULL) < 0)
+    if ((nargs != 0 || kwnames != NULL) && n4p_parse_args(args, nargs, kwnames, "reset_debug_init", NULL, 0, 0, NULL) < 0)
         return NULL;
     ncclResetDebugInit_fn fn = (ncclResetDebugInit_fn)n4p_fn(mod, N4P_IDX_ncclResetDebugInit);
     if (fn == NULL)
