@@ -14,6 +14,8 @@
 #define _GNU_SOURCE
 #endif
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,19 +29,79 @@
 #endif
 
 #define FALLBACK_LLC (8u << 20) /* when the cache size is not known */
+#define MAX_CACHE_INDEX 16
+
+/* A cache size as sysfs writes it ("32768K", "1M", "512"), or 0. */
+static size_t parse_cache_size(const char *s)
+{
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s)
+        return 0;
+    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift > 0)
+        end++;
+    if ((*end != '\n' && *end != '\0') || v == 0 || v > (SIZE_MAX >> 30))
+        return 0;
+    return (size_t)v << shift;
+}
+
+/* The first line of a small text file, or "" when it cannot be read. */
+static void read_line(const char *path, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return;
+    if (fgets(buf, (int)size, f) == NULL)
+        buf[0] = '\0';
+    fclose(f);
+}
+
+/* The size of the highest cache level of CPU 0, as the kernel describes it
+ * (sysfs), or 0.  The kernel's description is preferred to sysconf(), which
+ * glibc derives from CPUID: inside virtual machines CPUID often describes
+ * the host's caches (256 MiB of L3 for a VM that has 32 MiB). */
+static size_t sysfs_llc(void)
+{
+    size_t best = 0;
+    long best_level = 0;
+    for (int i = 0; i < MAX_CACHE_INDEX; i++) {
+        char path[96], line[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        read_line(path, line, sizeof line);
+        if (line[0] == '\0')
+            break;
+        long level = strtol(line, NULL, 10);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        read_line(path, line, sizeof line);
+        if (strncmp(line, "Instruction", 11) == 0 || level < best_level)
+            continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        read_line(path, line, sizeof line);
+        size_t v = parse_cache_size(line);
+        if (v > 0 && (level > best_level || v > best))
+            best = v, best_level = level;
+    }
+    return best;
+}
 
 static size_t llc_bytes(void)
 {
     static atomic_size_t cached;
     size_t v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v == 0) {
+        v = sysfs_llc();
         long s = -1;
 #ifdef _SC_LEVEL3_CACHE_SIZE
-        s = sysconf(_SC_LEVEL3_CACHE_SIZE);
-        if (s <= 0)
-            s = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        if (v == 0) {
+            s = sysconf(_SC_LEVEL3_CACHE_SIZE);
+            if (s <= 0)
+                s = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        }
 #endif
-        v = s > 0 ? (size_t)s : FALLBACK_LLC;
+        if (v == 0)
+            v = s > 0 ? (size_t)s : FALLBACK_LLC;
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return v;
