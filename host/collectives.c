@@ -145,7 +145,7 @@ static ncclResult_t all_reduce(ncclComm_t c, const n4p_op *o,
             return rc;
         char *mine = eager ? EAGER(r) : SLOT(rd.set, r);
         if (!(root_only && want))
-            memcpy(mine, send, bytes);
+            n4p_copy(mine, send, bytes, false);
         if ((rc = end(&rd, want ? N4P_ALL : N4P_NOBODY)) != ncclSuccess)
             return rc;
         if (want) {
@@ -173,8 +173,8 @@ static ncclResult_t all_reduce(ncclComm_t c, const n4p_op *o,
             return rc;
         if (m > 0) {
             char *mine = SLOT(rd.set, r);
-            memcpy(mine, send + off * esz, lo * esz);
-            memcpy(mine + hi * esz, send + (off + hi) * esz, (m - hi) * esz);
+            n4p_copy(mine, send + off * esz, lo * esz, false);
+            n4p_copy(mine + hi * esz, send + (off + hi) * esz, (m - hi) * esz, false);
         }
         if ((rc = end(&rd, N4P_ALL)) != ncclSuccess)
             return rc;
@@ -211,7 +211,7 @@ static ncclResult_t broadcast(ncclComm_t c, const n4p_op *o)
         if (r == root) {
             if ((rc = begin(&rd, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) != ncclSuccess)
                 return rc;
-            memcpy(eager ? EAGER(r) : SLOT(rd.set, 0), send + off, m);
+            n4p_copy(eager ? EAGER(r) : SLOT(rd.set, 0), send + off, m, false);
             if (send != recv)
                 n4p_copy(recv + off, send + off, m, nt);
             if ((rc = end(&rd, N4P_NOBODY)) != ncclSuccess)
@@ -249,7 +249,7 @@ static ncclResult_t all_gather(ncclComm_t c, const n4p_op *o, bool root_only)
             ncclSuccess)
             return rc;
         if (stage)
-            memcpy(eager ? EAGER(r) : SLOT(rd.set, r), send + off * esz, m * esz);
+            n4p_copy(eager ? EAGER(r) : SLOT(rd.set, r), send + off * esz, m * esz, false);
         if (want && own != send)
             n4p_copy(own + off * esz, send + off * esz, m * esz, nt);
         if ((rc = end(&rd, want ? N4P_ALL : N4P_NOBODY)) != ncclSuccess)
@@ -293,8 +293,8 @@ static ncclResult_t stage_pairwise(round_t *rd, const pairwise_t *p, const char 
     char *mine = p->eager ? n4p_eager(c, r, rd->t) : n4p_slot(c, rd->set, r);
     for (int d = 0; d < n; d++)
         if (d != r)
-            memcpy(mine + peer_pos(d, r) * m * p->esz,
-                   send + ((size_t)d * p->cnt + off) * p->esz, m * p->esz);
+            n4p_copy(mine + peer_pos(d, r) * m * p->esz,
+                     send + ((size_t)d * p->cnt + off) * p->esz, m * p->esz, false);
     return ncclSuccess;
 }
 
@@ -402,8 +402,8 @@ static ncclResult_t all_to_all_v(ncclComm_t c, const n4p_op *o)
             size_t len = scount[d] > off ? scount[d] - off : 0;
             if (len > piece)
                 len = piece;
-            memcpy(SLOT(rd.set, r) + (size_t)d * piece * esz,
-                   (const char *)o->sendbuff + (sdispl[d] + off) * esz, len * esz);
+            n4p_copy(SLOT(rd.set, r) + (size_t)d * piece * esz,
+                     (const char *)o->sendbuff + (sdispl[d] + off) * esz, len * esz, false);
         }
         if ((rc = end(&rd, N4P_ALL)) != ncclSuccess)
             return rc;
@@ -411,8 +411,8 @@ static ncclResult_t all_to_all_v(ncclComm_t c, const n4p_op *o)
             size_t len = rcount[s] > off ? rcount[s] - off : 0;
             if (len > piece)
                 len = piece;
-            memcpy((char *)o->recvbuff + (rdispl[s] + off) * esz,
-                   SLOT(rd.set, s) + (size_t)r * piece * esz, len * esz);
+            n4p_copy((char *)o->recvbuff + (rdispl[s] + off) * esz,
+                     SLOT(rd.set, s) + (size_t)r * piece * esz, len * esz, false);
         }
     }
     return ncclSuccess;
@@ -439,20 +439,20 @@ static ncclResult_t scatter(ncclComm_t c, const n4p_op *o)
             char *mine = eager ? EAGER(r) : SLOT(rd.set, r);
             for (int d = 0; d < n; d++)
                 if (d != r)
-                    memcpy(mine + peer_pos(d, r) * m * esz,
-                           send + ((size_t)d * cnt + off) * esz, m * esz);
+                    n4p_copy(mine + peer_pos(d, r) * m * esz,
+                             send + ((size_t)d * cnt + off) * esz, m * esz, false);
             const char *own = send + ((size_t)r * cnt + off) * esz;
             if (own != recv + off * esz)
-                memcpy(recv + off * esz, own, m * esz);
+                n4p_copy(recv + off * esz, own, m * esz, false);
             if ((rc = end(&rd, N4P_NOBODY)) != ncclSuccess)
                 return rc;
         } else {
             if ((rc = begin(&rd, N4P_REUSE_EAGER)) != ncclSuccess ||
                 (rc = end(&rd, root)) != ncclSuccess)
                 return rc;
-            memcpy(recv + off * esz,
-                   (eager ? EAGER(root) : SLOT(rd.set, root)) + peer_pos(r, root) * m * esz,
-                   m * esz);
+            n4p_copy(recv + off * esz,
+                     (eager ? EAGER(root) : SLOT(rd.set, root)) + peer_pos(r, root) * m * esz,
+                     m * esz, false);
         }
     }
     return ncclSuccess;

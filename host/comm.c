@@ -102,6 +102,7 @@ static void comm_free(ncclComm_t comm)
     free(comm->ops);
     free(comm->srcs);
     free(comm->pids);
+    free(comm->bounce);
     pthread_mutex_destroy(&comm->lock);
     comm->magic = N4P_COMM_DEAD;
     free(comm);

@@ -231,6 +231,7 @@ struct ncclComm {
     char wait_ranks[160];
     const void **srcs;  /* nranks source pointers for the reduce kernels */
     int32_t *pids;      /* the ranks' pids, copied when all joined (cma.c) */
+    char *bounce;       /* single-copy reads of unfavourable alignment (cma.c) */
     bool cma;           /* single-copy reads of every peer work (cma.c) */
     char errmsg[N4P_ERRLEN];
     pthread_mutex_t lock; /* guards regs and ops */

@@ -59,9 +59,9 @@ static void ring_write(char *ring, size_t cap, uint64_t pos, const void *src,
 {
     size_t off = (size_t)(pos % cap);
     size_t first = cap - off < len ? cap - off : len;
-    memcpy(ring + off, src, first);
+    n4p_copy(ring + off, src, first, false);
     if (len > first)
-        memcpy(ring, (const char *)src + first, len - first);
+        n4p_copy(ring, (const char *)src + first, len - first, false);
 }
 
 static void ring_read(const char *ring, size_t cap, uint64_t pos, void *dst,
@@ -69,9 +69,9 @@ static void ring_read(const char *ring, size_t cap, uint64_t pos, void *dst,
 {
     size_t off = (size_t)(pos % cap);
     size_t first = cap - off < len ? cap - off : len;
-    memcpy(dst, ring + off, first);
+    n4p_copy(dst, ring + off, first, false);
     if (len > first)
-        memcpy((char *)dst + first, ring, len - first);
+        n4p_copy((char *)dst + first, ring, len - first, false);
 }
 
 static size_t op_bytes(const n4p_op *o)

@@ -21,7 +21,7 @@
  * input, the caller's buffer, which may have any alignment: a block of a
  * source that is not aligned for its type is copied to an aligned stack
  * block first.  The kernels accumulate into an aligned stack block and
- * memcpy it to `dst`, so `dst` may have any alignment too.  The inner loops are plain `restrict`
+ * copy it to `dst` (n4p_copy), so `dst` may have any alignment too.  The inner loops are plain `restrict`
  * loops that GCC vectorises.
  */
 #ifndef _GNU_SOURCE
@@ -47,7 +47,7 @@ static const void *aligned_block(const void *src, size_t base, size_t m, size_t 
     const char *p = (const char *)src + base * esz;
     if (((uintptr_t)p & (esz - 1)) == 0)
         return p;
-    memcpy(buf, p, m * esz);
+    n4p_copy(buf, p, m * esz, false);
     return buf;
 }
 
@@ -71,7 +71,7 @@ static const void *aligned_block(const void *src, size_t base, size_t m, size_t 
             for (size_t i = 0; i < m; i++)                                     \
                 acc[i] = MUL(T, U, s, src[i]);                                 \
         } else {                                                               \
-            memcpy(acc, src, m * sizeof(T));                                   \
+            n4p_copy(acc, src, m * sizeof(T), false);                          \
         }                                                                      \
     }                                                                          \
     static void NAME##_combine(T *restrict acc, const T *restrict src,         \
@@ -124,7 +124,7 @@ static const void *aligned_block(const void *src, size_t base, size_t m, size_t 
                                m, rs->op, s);                                  \
             if (rs->op == ncclAvg)                                             \
                 NAME##_avg(acc, m, rs->nranks);                                \
-            memcpy((char *)dst + base * sizeof(T), acc, m * sizeof(T));        \
+            n4p_copy((char *)dst + base * sizeof(T), acc, m * sizeof(T), false); \
         }                                                                      \
     }
 
@@ -204,7 +204,7 @@ static void lowp_reduce(const n4p_redspec *rs, void *dst, const void *const *src
             f32_avg(acc, m, rs->nranks);
         for (size_t i = 0; i < m; i++)
             enc(out, i, acc[i]);
-        memcpy((char *)dst + base * esz, out, m * esz);
+        n4p_copy((char *)dst + base * esz, out, m * esz, false);
     }
 }
 

@@ -183,3 +183,51 @@ def test_path_choice_is_checked_across_ranks(tmp_path, op, mode, blk, disagree):
             assert rep["error"] and "NCCL4PY_HOST_SINGLE_COPY" in rep["error"], rep
         else:
             assert rep["error"] is None and rep["ok"], rep
+
+
+# Buffers at chosen offsets within their pages: a single-copy read whose
+# destination lies 1 to 63 bytes after its source modulo 4 KiB goes through
+# a bounce buffer (host/cma.c), in pieces of 256 KiB.  Every rank's receive
+# buffers start 16 bytes into a page and its send buffers at a page, so
+# every read of a block at a multiple of 4 KiB takes that path; blocks of
+# other sizes put the later blocks at other distances.
+MISALIGNED = r'''
+import mmap
+os.environ["NCCL4PY_HOST_SINGLE_COPY"] = "1"
+c = comm.split(0, RANK)
+errors = []
+
+def at(nbytes, offset):
+    buf = mmap.mmap(-1, nbytes + offset + 4096)
+    keep.append(buf)
+    return np.frombuffer(buf, np.uint8)[offset:offset + nbytes].view(np.float32)
+
+def check(name, got, want):
+    if not np.array_equal(got, want):
+        bad = int(np.flatnonzero(got != want)[0])
+        errors.append(f"{name}: first difference at {bad}: {got[bad]} != {want[bad]}")
+
+keep = []
+for blk in (8192, 65540, 262144, 300004, 1048576 + 4096):
+    m = blk // 4
+    x = [((np.arange(N * m, dtype=np.int64) * 7 + k * 1000003) % 65521).astype(np.float32)
+         for k in range(N)]
+    send = at(N * blk, 0)
+    send[:] = x[RANK]
+    r = at(N * blk, 16)
+    c.allgather(send[:m], r)
+    check(f"{blk}B allgather", r, np.concatenate([v[:m] for v in x]))
+    r = at(N * blk, 16)
+    c.alltoall(send, r)
+    check(f"{blk}B alltoall", r, np.concatenate([v[RANK * m:(RANK + 1) * m] for v in x]))
+    r = at(blk, 16)
+    c.broadcast(send[:m], r, 0)
+    check(f"{blk}B broadcast", r, x[0][:m])
+report(errors=errors[:10])
+'''
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_single_copy_at_unfavourable_alignments(tmp_path, nranks):
+    for rep in run_ranks(tmp_path, MISALIGNED, nranks):
+        assert rep["errors"] == [], rep
