@@ -56,6 +56,14 @@ for name, value in (("nvls_host_mode", 1), ("graph_stream_ordering", 1), ("num_r
         out[name] = "ok"
     except NcclInvalid as e:
         out[name] = str(e)
+# nccl.core's NCCLConfig writes graph_stream_ordering into the struct (not dropped)
+import nccl.core as nc
+try:
+    b.comm_init_rank_config(2, bytes(128), 0, nc.NCCLConfig(graph_stream_ordering=0).ptr)
+    raw = bytes.fromhex(fields()["*config"])
+    out["core_graph_stream_ordering"] = int.from_bytes(raw[92:96], "little", signed=True)
+except NcclInvalid as e:
+    out["core_graph_stream_ordering"] = str(e)
 r = b.DevCommRequirements()
 r.cft_barrier_count = 1
 try:
@@ -97,6 +105,11 @@ def test_versioned_structs_per_library(tmp_path, name, code, config, reqs, allow
     assert out["props_rank"] == 3               # what the library wrote comes back ...
     assert out["props_header"] == [152, 23203]  # ... into the caller's own layout
     family = "RCCL" if name.startswith("librccl") else "NCCL"
+    core = out["core_graph_stream_ordering"]
+    if "graph_stream_ordering" in allowed:
+        assert core == 0
+    else:
+        assert "graph_stream_ordering" in core and family in core, core
     for field in ("nvls_host_mode", "graph_stream_ordering", "num_rma_sig", "cft_barrier_count"):
         if field in allowed or (field == "cft_barrier_count" and reqs is None):
             assert out[field] == "ok", field
