@@ -15,6 +15,7 @@ from .constants import __all__ as _constants_all
 from .enums import NcclCftCap, NcclCftTeamMode, NcclHostCftMode, NcclNvlsHostMode
 from .properties import NCCLCommProperties
 from .params import dump_params, params
+from .encryption import set_encryption
 from .team import (GinBarrierRequirement, LLA2ARequirement, LsaBarrierRequirement, NCCLTeam,
                    TeamRequirement)
 from .coll_config import NCCLCollConfig, VendorOption
@@ -31,7 +32,7 @@ __all__ = [*_typing_all, *_constants_all,
            "NcclHostCftMode", "NcclNvlsHostMode", "NcclCftTeamMode", "NcclCftCap",
            "NCCLCollConfig", "VendorOption", "NCCLCommProperties", "NCCLTeam",
            "TeamRequirement", "LsaBarrierRequirement", "GinBarrierRequirement", "LLA2ARequirement",
-           "params", "dump_params",
+           "params", "dump_params", "set_encryption",
            "NCCLConfig", "WaitSignalDesc", "NCCLDevCommRequirements", "Communicator", "CPUDevice",
            "RegisteredBufferHandle", "RegisteredWindowHandle", "CustomRedOp", "DevCommResource",
            "group", "group_start", "group_end", "group_simulate_end", "GroupSimInfo",
