@@ -474,6 +474,12 @@ void *n4p_struct_ptr(n4p_state *st, int kind, PyObject *o);
  * address (0 and None give NULL when allow_null). */
 int n4p_arg_struct(n4p_state *st, int kind, PyObject *o, const char *name, int allow_null,
                    void **out);
+/* A struct argument that may also be any object with an int .ptr: an object
+ * of `kind`, an int address (0, and None when allow_null, give NULL), or such
+ * an object; a struct object of another kind, or an object whose _lowpp is
+ * one, is a TypeError naming both. */
+int n4p_arg_struct_addr(n4p_state *st, int kind, PyObject *o, const char *name, int allow_null,
+                        void **out);
 PyObject *n4p_struct_layouts(PyObject *mod, PyObject *unused);
 /* The struct of `kind` at *p as the loaded library understands it
  * (structs.def, N4P_LAYOUT): copied into tmp (sizeof the struct) with the

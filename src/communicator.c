@@ -216,6 +216,17 @@ coll_config(PyObject *mod, PyObject *config, n4p_job *j)
     return 0;
 }
 
+/* The config in the layout the loaded library knows (NCCL 2.31's is shorter). */
+static int
+coll_config_for_library(PyObject *mod, n4p_job *j)
+{
+    void *p = (void *)j->call.config;
+    if (n4p_struct_for_library(mod, N4P_S_COLL_CONFIG, 1, &p, &j->config_copy) < 0)
+        return -1;
+    j->call.config = p;
+    return 0;
+}
+
 /* Parse the arguments by the method's keywords; convert op, root or peer,
  * and stream (the buffers are call_checks.c's). */
 static int
@@ -242,7 +253,8 @@ parse_call(PyObject *mod, commobj *self, const coll_t *d, n4p_job *j, PyObject *
     }
     c->config = NULL;
     if (d->at[A_CONFIG] >= 0 && j->args[d->at[A_CONFIG]] != NULL &&
-        j->args[d->at[A_CONFIG]] != Py_None && coll_config(mod, j->args[d->at[A_CONFIG]], j) < 0)
+        j->args[d->at[A_CONFIG]] != Py_None &&
+        (coll_config(mod, j->args[d->at[A_CONFIG]], j) < 0 || coll_config_for_library(mod, j) < 0))
         return -1;
     PyObject *o = c->stream_obj = j->args[d->at[A_STREAM]]; /* every call has a stream */
     void *s = NULL;

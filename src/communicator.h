@@ -72,6 +72,7 @@ typedef struct {
     unsigned resolved;      /* bit b: buf[b] is resolved */
     size_t *counts[4];      /* alltoallv's arrays (PyMem) */
     PyObject *config;       /* what config= made (the struct behind call.config), or NULL */
+    ncclCollConfig_t config_copy; /* call.config in the loaded library's layout, when it differs */
     n4p_call call;
 } n4p_job;
 

@@ -251,6 +251,13 @@ n4p_struct_for_library(PyObject *mod, int kind, int input, void **p, void *tmp)
     memcpy(&magic, (const char *)*p + sizeof size, sizeof magic);
     if (magic != NCCL_API_MAGIC) /* not a struct we can read: the library says why */
         return 0;
+    unsigned int stamp = version < NCCL4PY_ABI_VERSION_CODE ? version : NCCL4PY_ABI_VERSION_CODE;
+    unsigned int own;
+    memcpy(&own, (const char *)*p + sizeof size + sizeof magic, sizeof own);
+    const field_t *last = &sp->fields[sp->nfields - 1]; /* the fields are in offset order */
+    if (last->offset + last->size <= L->known && L->size == sp->size && size == L->size &&
+        own == stamp)
+        return 0; /* the library's layout is ours, and the struct says so: as it is */
     memset(tmp, 0, sp->size);
     init_fields(sp, tmp);
     memcpy(tmp, *p, size < sp->size ? size : sp->size);
@@ -267,7 +274,6 @@ n4p_struct_for_library(PyObject *mod, int kind, int input, void **p, void *tmp)
                      version / 100 % 100, version % 100, sp->name, L->known);
         return -1;
     }
-    unsigned int stamp = version < NCCL4PY_ABI_VERSION_CODE ? version : NCCL4PY_ABI_VERSION_CODE;
     size = L->size;
     memcpy(tmp, &size, sizeof size);
     memcpy((char *)tmp + sizeof size + sizeof magic, &stamp, sizeof stamp);
@@ -795,6 +801,57 @@ n4p_arg_struct(n4p_state *st, int kind, PyObject *o, const char *name, int allow
         return -1;
     }
     return 0;
+}
+
+/* The struct kind o stands for: a struct object's own, else that of its
+ * _lowpp (nccl.core's configuration objects); -1 for neither, -2 with an
+ * exception. */
+static int
+stands_for(n4p_state *st, PyObject *o, int *via_lowpp)
+{
+    *via_lowpp = 0;
+    for (int k = 0; k < N4P_S_COUNT; k++)
+        if (Py_TYPE(o) == st->struct_types[k])
+            return k;
+    PyObject *low = PyObject_GetAttr(o, st->str_lowpp);
+    if (low == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -2;
+        PyErr_Clear();
+        return -1;
+    }
+    int kind = -1;
+    for (int k = 0; k < N4P_S_COUNT && kind < 0; k++)
+        if (Py_TYPE(low) == st->struct_types[k])
+            kind = k;
+    Py_DECREF(low);
+    *via_lowpp = kind >= 0;
+    return kind;
+}
+
+int
+n4p_arg_struct_addr(n4p_state *st, int kind, PyObject *o, const char *name, int allow_null,
+                    void **out)
+{
+    void *p = n4p_struct_ptr(st, kind, o);
+    if (p != NULL) {
+        *out = p;
+        return 0;
+    }
+    if (o != Py_None && !PyLong_Check(o)) {
+        int via, k = stands_for(st, o, &via);
+        if (k == -2)
+            return -1;
+        if (k >= 0 && k != kind) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s must be a %s, an object with an int .ptr or an int address, not "
+                         "%s%s%s%s",
+                         name, specs[kind].name, via ? Py_TYPE(o)->tp_name : "a ",
+                         via ? " (a " : "", specs[k].name, via ? ")" : "");
+            return -1;
+        }
+    }
+    return allow_null ? n4p_arg_addr_opt(o, name, out) : n4p_arg_addr(o, name, out);
 }
 
 /* {name: (sizeof, [(field, offset, kind-letter)])} for the NumPy dtypes

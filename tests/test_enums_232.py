@@ -16,6 +16,9 @@ def test_low_level_values_match_nccl_2_32():
         "Disable": 2**31 - 1}
     assert [(m.name, m.value) for m in b.CftTeamMode] == [
         ("FLAT", 0), ("HIER_MULTIMEM", 1), ("HIER_LSA", 2)]
+    # NONE = 0 is a member (list() of an IntFlag leaves zero-valued members out)
+    assert {n: int(m) for n, m in b.CftCap.__members__.items()} == {
+        "NONE": 0, "CFT": 1, "MULTIMEM": 2}
     assert (b.CftCap.CFT | b.CftCap.MULTIMEM) == 3
     assert [(m.name, m.value) for m in b.EncryptionMode] == [("NONE", 0), ("PSK", 1)]
     assert [(m.name, m.value) for m in b.GinSignalOp] == [("Inc", 0), ("Add", 1)]
@@ -26,6 +29,8 @@ def test_low_level_values_match_nccl_2_32():
 
 def test_core_enums_of_0_6():
     assert core.NcclHostCftMode.DEFAULT == -2**31 and core.NcclHostCftMode.FALLBACK == 3
+    assert {n: int(m) for n, m in core.NcclCftCap.__members__.items()} == {
+        "NONE": 0, "CFT": 1, "MULTIMEM": 2}
     assert core.NcclNvlsHostMode.DISABLE_TRANSPORT | core.NcclNvlsHostMode.DISABLE_SYMMETRIC_MULTIMEM == 3
     assert core.NcclCftTeamMode.HIER_LSA == 2 and core.NcclCftCap.MULTIMEM == 2
     assert core.WindowFlag.GIN_ONLY == 4 and core.WindowFlag.CFT_COUNTED == 8

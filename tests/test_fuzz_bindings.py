@@ -36,8 +36,8 @@ FUZZ = settings(max_examples=EXAMPLES or 70, deadline=None, derandomize=EXAMPLES
 # address (by design: "an address given as an int").  Ints there are
 # replaced by the address of a zeroed scratch area, or by 0 where the length
 # read comes from another, fuzzed argument.
-FIXED_DEREF = {"uid", "cuid_ptr", "uid_ptr", "config", "props", "siminfo", "devreqs",
-               "devcomm_out", "cdevcomm", "team", "teamv", "multimem"}
+FIXED_DEREF = {"uid", "cuid_ptr", "uid_ptr", "config", "collconfig", "props", "siminfo",
+               "devreqs", "devcomm_out", "cdevcomm", "team", "teamv", "multimem"}
 VAR_DEREF = {"uid_array", "sigdesc", "int_array", "cint_array"}
 SCRATCH = np.zeros(1 << 16, np.uint8)
 SCRATCH_ADDR = SCRATCH.ctypes.data

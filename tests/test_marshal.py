@@ -787,6 +787,40 @@ def test_config_arguments_take_struct_objects_and_none(stub):
     assert fields(last(stub))["config"] == f"encconfig:{PTRS[2]:#x}"
 
 
+def _struct_arg_case(entry, kind: str, cls, other):
+    """A case for an entry whose last parameter is a struct of `cls` that also
+    takes an object with an int .ptr: its struct objects, addresses and such
+    objects reach the library; a struct of another class is refused."""
+    def case(stub):
+        head = entry.params[:-1]
+        assert entry.params[-1].kind == kind
+        args, expected = values_for(type(entry)(**{**vars(entry), "params": head}))
+        name = entry.params[-1].pyname
+        fn = getattr(b, entry.pyname)
+        obj = cls()
+        for wrong, named in ((other(), f"not a {other.__name__}"),
+                             (_Obj(ptr=obj.ptr, _lowpp=other()),
+                              f"not _Obj (a {other.__name__})")):
+            with pytest.raises(TypeError) as ei:
+                fn(*args, wrong)
+            assert str(ei.value) == (f"{name} must be a {cls.__name__}, an object with an int "
+                                     f".ptr or an int address, {named}")
+        assert stub.nccl4pyStubCallCount() == 0              # nothing reached the library
+        fn(*args, obj)
+        assert last(stub) == f"{expected} {name}={kind}:{obj.ptr:#x}"
+        fn(*args, **{name: obj.ptr})                         # its address
+        assert last(stub) == f"{expected} {name}={kind}:{obj.ptr:#x}"
+        fn(*args, _Obj(ptr=obj.ptr))                         # an object with an int .ptr
+        assert last(stub) == f"{expected} {name}={kind}:{obj.ptr:#x}"
+    return case
+
+
+for _e in TABLE:
+    if _e.params and _e.params[-1].kind == "collconfig":
+        globals()[f"case_{_e.pyname}"] = _struct_arg_case(_e, "collconfig", b.CollConfig, b.Config)
+case_set_encryption = _struct_arg_case(BY_PY["set_encryption"], "encconfig", b.EncryptionConfig,
+                                       b.CollConfig)
+
 HAND_WRITTEN = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -56,6 +56,27 @@ for name, value in (("nvls_host_mode", 1), ("graph_stream_ordering", 1), ("num_r
         out[name] = "ok"
     except NcclInvalid as e:
         out[name] = str(e)
+# nccl.core's NCCLConfig writes graph_stream_ordering into the struct (not dropped)
+import nccl.core as nc
+try:
+    b.comm_init_rank_config(2, bytes(128), 0, nc.NCCLConfig(graph_stream_ordering=0).ptr)
+    raw = bytes.fromhex(fields()["*config"])
+    out["core_graph_stream_ordering"] = int.from_bytes(raw[92:96], "little", signed=True)
+except NcclInvalid as e:
+    out["core_graph_stream_ordering"] = str(e)
+coll = b.CollConfig()
+coll.min_ctas = 2
+before = bytes(coll)
+b.all_reduce_config(1, 2, 3, 7, 0, 0x1000, 0, coll)
+out["coll"] = header(fields()["*config"])
+out["coll_min_ctas"] = int.from_bytes(bytes.fromhex(fields()["*config"])[24:28], "little")
+out["coll_unchanged"] = bytes(coll) == before
+coll.launch_completion_event_handle = 0x77
+try:
+    b.all_reduce_config(1, 2, 3, 7, 0, 0x1000, 0, coll.ptr)
+    out["launch_completion_event"] = "ok"
+except NcclInvalid as e:
+    out["launch_completion_event"] = str(e)
 r = b.DevCommRequirements()
 r.cft_barrier_count = 1
 try:
@@ -80,6 +101,9 @@ POSES = [
     ("librccl.so", 23004, (96, 23004), (96, 23004), set()),
 ]
 
+# (family, version code // 100) -> the CollConfig header it gets (others: as it is)
+COLL = {("NCCL", 232): (72, 23203), ("NCCL", 231): (64, 23102)}
+
 
 @pytest.mark.parametrize("name,code,config,reqs,allowed", POSES,
                          ids=[f"{n.split('.')[0][3:]}-{c}" for n, c, *_ in POSES])
@@ -97,9 +121,63 @@ def test_versioned_structs_per_library(tmp_path, name, code, config, reqs, allow
     assert out["props_rank"] == 3               # what the library wrote comes back ...
     assert out["props_header"] == [152, 23203]  # ... into the caller's own layout
     family = "RCCL" if name.startswith("librccl") else "NCCL"
+    core = out["core_graph_stream_ordering"]
+    if "graph_stream_ordering" in allowed:
+        assert core == 0
+    else:
+        assert "graph_stream_ordering" in core and family in core, core
+    # ncclCollConfig_t: 64 bytes in 2.31 (no launchCompletionEvent), 72 in 2.32
+    coll = COLL.get((family, code // 100), (72, 23203))
+    assert tuple(out["coll"]) == coll and out["coll_min_ctas"] == 2 and out["coll_unchanged"]
+    if coll[0] == 64:
+        assert "CollConfig.launch_completion_event_handle is set" in \
+            out["launch_completion_event"] and f"{family} 2.31.2" in out["launch_completion_event"]
+    else:
+        assert out["launch_completion_event"] == "ok"
     for field in ("nvls_host_mode", "graph_stream_ordering", "num_rma_sig", "cft_barrier_count"):
         if field in allowed or (field == "cft_barrier_count" and reqs is None):
             assert out[field] == "ok", field
         else:
             dotted = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
             assert field in out[field] and f"{family} {dotted}" in out[field], out[field]
+
+
+CORE_CHILD = r"""
+import json, ctypes
+import numpy as np
+import nccl.bindings as b
+import nccl.core as nc
+from nccl._errors import NcclInvalid
+stub = ctypes.CDLL(b.get_library_path())
+stub.nccl4pyStubLastCall.restype = ctypes.c_char_p
+stub.nccl4pyStubSetDeref(1)
+out = {}
+comm = nc.Communicator(0x7F0012345000)
+x = np.ones(8, np.float32)
+comm.allreduce(x, x, nc.SUM, config=nc.NCCLCollConfig(min_ctas=2, alg_selection="ring"))
+rec = dict(f.split("=", 1) for f in stub.nccl4pyStubLastCall().decode().split(" ")[1:])
+raw = bytes.fromhex(rec["*config"])
+out["header"] = [int.from_bytes(raw[:8], "little"), int.from_bytes(raw[12:16], "little")]
+out["min_ctas"] = int.from_bytes(raw[24:28], "little")
+try:
+    comm.allreduce(x, x, nc.SUM, config=nc.NCCLCollConfig(launch_completion_event=0x77))
+    out["event"] = "ok"
+except NcclInvalid as e:
+    out["event"] = str(e)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("code,header", [(23203, [72, 23203]), (23102, [64, 23102])])
+def test_core_config_reaches_the_library_in_its_layout(tmp_path, code, header):
+    """Communicator's config= hands NCCL 2.31 its 64-byte ncclCollConfig_t."""
+    lib = build_stub("libnccl.so.2", outdir=tmp_path, omit=("ncclGetVersion",), host_memory=True,
+                     extra_c=VERSION_C.replace("POSE_VERSION", str(code)))
+    p = run_python(CORE_CHILD, clean_env(NCCL_LIBRARY=str(lib)), timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["header"] == header and out["min_ctas"] == 2
+    if code == 23203:
+        assert out["event"] == "ok"
+    else:  # 2.31 has no launchCompletionEvent: refused, not dropped
+        assert "launch_completion_event_handle is set" in out["event"] and "2.31.2" in out["event"]

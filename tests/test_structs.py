@@ -75,6 +75,37 @@ def test_numpy_dtypes_match():
     assert b.sim_info_dtype.fields["estimated_time"][1] == 16
 
 
+# nccl4py 0.6.0's dtype names and their structs
+UPSTREAM_DTYPES = {
+    "unique_id_dtype": "UniqueId", "config_dtype": "Config", "sim_info_dtype": "SimInfo",
+    "comm_properties_dtype": "CommProperties", "wait_signal_desc_dtype": "WaitSignalDesc",
+    "dev_comm_requirements_dtype": "DevCommRequirements", "dev_comm_dtype": "DevComm",
+    "coll_config_dtype": "CollConfig", "encryption_config_dtype": "EncryptionConfig",
+    "team_dtype": "Team", "multimem_handle_dtype": "MultimemHandle",
+    "lsa_barrier_handle_dtype": "LsaBarrierHandle", "gin_barrier_handle_dtype": "GinBarrierHandle",
+    "cft_barrier_handle_dtype": "CftBarrierHandle", "ll_a2a_handle_dtype": "LLA2AHandle",
+    "resource_window_vidmem_dtype": "ResourceWindowVidmem",
+    "dev_resource_requirements_dtype": "DevResourceRequirements",
+    "config_ext_dtype": "ConfigExt", "team_requirements_dtype": "TeamRequirements"}
+
+
+def test_every_struct_has_its_dtype_by_name():
+    """The dtype names are derived from the struct table: a struct added there
+    has its dtype, named as nccl4py 0.6 names it."""
+    from nccl.bindings import nccl as mod
+
+    for dname, struct in UPSTREAM_DTYPES.items():
+        assert mod._dtype_name(struct) == dname
+    layouts = _struct_layouts()
+    assert set(mod._DTYPE_NAMES.values()) == set(layouts)
+    for dname, struct in mod._DTYPE_NAMES.items():
+        assert getattr(b, dname).itemsize == layouts[struct][0], dname
+    # every 0.6 name of a struct this build has resolves
+    assert {d for d, s in UPSTREAM_DTYPES.items() if s in layouts} <= set(mod._DTYPE_NAMES)
+    with pytest.raises(AttributeError):
+        b.no_such_struct_dtype  # noqa: B018
+
+
 def test_config_defaults():
     c = b.Config()
     assert (c.size_, c.magic, c.version) == (120, 0xCAFEBEEF, 23203)

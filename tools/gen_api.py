@@ -49,6 +49,7 @@ class Kind:
     struct: str = ""           # the struct kind (N4P_S_*) of a struct passed by pointer
     nullable: bool = False     # in structs: None and 0 give NULL
     stamp: bool = False        # a versioned struct: the library gets a copy in its own layout
+    addr: bool = False         # in structs: also any object with an int .ptr (not another struct's)
     box: str = ""              # out: C expression making the Python result of {v}
     zero: str = "0"            # out: the local's initial value
     pytype: str = "int"        # Python argument type (.pyi)
@@ -89,13 +90,13 @@ KINDS: dict[str, Kind] = {
                 pytype="Window | int", doc="window handle (a Window or an int)"),
     "param": Kind("ncclParamHandle_t", "in", local="ncclParamHandle_t",
                   doc="parameter handle (from param_bind)", **_PTR),
-    "collconfig": Kind("const ncclCollConfig_t*", "in", conv="n4p_arg_addr_opt", cast="(void **)",
-                       local="const void *", pytype="SupportsPtr | int | None",
-                       doc="per-call config: an object with an int .ptr (a CollConfig) or its "
+    "collconfig": Kind("const ncclCollConfig_t*", "in", struct="N4P_S_COLL_CONFIG", nullable=True,
+                       stamp=True, addr=True, pytype="CollConfig | SupportsPtr | int | None",
+                       doc="per-call config: a CollConfig, an object with an int .ptr, or an "
                            "address; None or 0 for none"),
-    "encconfig": Kind("const ncclEncryptionConfig_t*", "in", conv="n4p_arg_addr", cast="(void **)",
-                      local="const void *", pytype="SupportsPtr | int",
-                      doc="an object with an int .ptr (an EncryptionConfig) or its address"),
+    "encconfig": Kind("const ncclEncryptionConfig_t*", "in", struct="N4P_S_ENCRYPTION_CONFIG",
+                      addr=True, pytype="EncryptionConfig | SupportsPtr | int",
+                      doc="an EncryptionConfig, an object with an int .ptr, or an address"),
     "lsabar": _storage("ncclLsaBarrierHandle_t*", "LsaBarrierHandle"),
     "ginbar": _storage("ncclGinBarrierHandle_t*", "GinBarrierHandle"),
     "lla2a": _storage("ncclLLA2AHandle_t*", "LLA2AHandle"),
@@ -507,7 +508,8 @@ def _gen_general(e: Entry) -> list[str]:
             convs.append((f'n4p_arg_uid_opt({src}, "{p.pyname}", &s{i}, &{v})', p))
         elif k.role == "in" and k.struct:
             decls.append(f"    void *{v} = NULL;")
-            convs.append((f'n4p_arg_struct(st, {k.struct}, {src}, "{p.pyname}", '
+            conv = "n4p_arg_struct_addr" if k.addr else "n4p_arg_struct"
+            convs.append((f'{conv}(st, {k.struct}, {src}, "{p.pyname}", '
                           f"{int(k.nullable)}, &{v})", p))
         elif k.role == "array":
             decls.append(f"    n4p_array_arg {v} = {{0}};")

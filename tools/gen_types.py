@@ -209,7 +209,7 @@ class Field:
     pyname: str
     kind: str
     offset: int
-    api: str      # "-", "BOOL", "STR", "INT(lo, hi)", "INDEX", "ARG(name[, default])", "PROP"
+    api: str      # "-", "BOOL[(type)]", "STR", "INT(lo, hi[, type])", "INDEX", "ARG(name[, default])", "PROP"
 
     @property
     def api_kind(self) -> str:
@@ -263,17 +263,35 @@ def _struct(structs: list[Struct], pyname: str) -> Struct:
     return next(s for s in structs if s.pyname == pyname)
 
 
-def gen_config_fields(structs: list[Struct]) -> list[str]:
-    lines = ["# NCCLConfig: field -> check (\"bool\",), (\"str\",) or (\"int\", lo, hi) (None: no bound)",
-             "_CONFIG_CHECKS: dict[str, tuple[Any, ...]] = {"]
+# api kind of an NCCLConfig field -> the type nccl.core annotates it with,
+# unless the api names another one (its last argument: BOOL(int), INT(0, -, CTAPolicy))
+CONFIG_TYPES = {"BOOL": "bool", "STR": "str", "INT": "int"}
+
+
+def _config_fields(structs: list[Struct]) -> list[tuple[Field, str, str]]:
+    """(field, check, annotation type) of every NCCLConfig field, in struct order."""
+    out = []
     for f in _struct(structs, "Config").fields:
-        if f.api_kind == "BOOL":
-            lines.append(f'    "{f.pyname}": ("bool",),')
-        elif f.api_kind == "STR":
-            lines.append(f'    "{f.pyname}": ("str",),')
-        elif f.api_kind == "INT":
-            lo, hi = (None if x == "-" else int(x) for x in f.api_args)
-            lines.append(f'    "{f.pyname}": ("int", {lo}, {hi}),')
+        if f.api_kind not in CONFIG_TYPES:
+            continue
+        bounds = f.api_args[:2] if f.api_kind == "INT" else []
+        named = f.api_args[len(bounds):]
+        if len(named) > 1 or (f.api_kind == "INT" and len(bounds) != 2):
+            raise SystemExit(f"structs.def: bad api {f.api} of Config.{f.pyname}")
+        lo, hi = (None if x == "-" else int(x) for x in bounds) if bounds else (None, None)
+        typ = named[0] if named else CONFIG_TYPES[f.api_kind]
+        # an enum's members are accepted whatever the bounds (a DEFAULT = INT_MIN, say)
+        enum = f", {typ}" if f.api_kind == "INT" and named else ""
+        check = f'("int", {lo}, {hi}{enum})' if f.api_kind == "INT" else f'("{f.api_kind.lower()}",)'
+        out.append((f, check, typ))
+    return out
+
+
+def gen_config_fields(structs: list[Struct]) -> list[str]:
+    lines = ["# NCCLConfig: field -> check (\"bool\",), (\"str\",) or (\"int\", lo, hi[, enum])",
+             "# (None: no bound; an enum's members are accepted as well)",
+             "_CONFIG_CHECKS: dict[str, tuple[Any, ...]] = {"]
+    lines += [f'    "{f.pyname}": {check},' for f, check, _ in _config_fields(structs)]
     lines.append("}")
     dev = [f.pyname for f in _struct(structs, "DevCommRequirements").fields if f.api_kind == "INDEX"]
     lines.append("# NCCLDevCommRequirements: the fields it sets (the struct checks each range)")
@@ -282,6 +300,11 @@ def gen_config_fields(structs: list[Struct]) -> list[str]:
     lines.append("# WaitSignalDesc: (its field, the ncclWaitSignalDesc_t field)")
     lines += _wrap("_WAIT_SIGNAL_FIELDS = (", [f'("{a}", "{c}")' for a, c in args], ")")
     return lines
+
+
+def gen_config_class(structs: list[Struct]) -> list[str]:
+    """The dataclass fields of NCCLConfig (None: the library's default)."""
+    return [f"{f.pyname}: {typ} | None = None" for f, _, typ in _config_fields(structs)]
 
 
 def gen_wait_signal_fields(structs: list[Struct]) -> list[str]:
@@ -587,6 +610,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
         "nccl/core/typing.py": {"NcclDataType": gen_enum_members(types, upper=True),
                                 "constants": gen_dtype_constants(types)},
         "nccl/core/config.py": {"fields": gen_config_fields(structs),
+                                "NCCLConfig": gen_config_class(structs),
                                 "WaitSignalDesc": gen_wait_signal_fields(structs)},
         "nccl/core/communicator.py": {"properties": gen_comm_properties(structs)},
         "nccl/core/properties.py": {"fields": gen_properties_fields(

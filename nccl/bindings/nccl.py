@@ -13,30 +13,26 @@ Arguments are integers (``__index__``); floats are a ``TypeError``.
 """
 from __future__ import annotations
 
+import re
+
 from nccl._enums import *  # noqa: F401,F403
 from nccl._errors import FunctionNotFoundError, NCCLError, NotSupportedError  # noqa: F401
 from nccl._nccl import *  # noqa: F401,F403
-from nccl._nccl import get_library_path  # noqa: F401
+from nccl._nccl import _struct_layouts, get_library_path  # noqa: F401
 
-_DTYPE_NAMES = {
-    "unique_id_dtype": "UniqueId",
-    "config_dtype": "Config",
-    "sim_info_dtype": "SimInfo",
-    "comm_properties_dtype": "CommProperties",
-    "wait_signal_desc_dtype": "WaitSignalDesc",
-    "dev_comm_requirements_dtype": "DevCommRequirements",
-    "dev_comm_dtype": "DevComm",
-    "coll_config_dtype": "CollConfig",
-    "encryption_config_dtype": "EncryptionConfig",
-    "team_dtype": "Team",
-    "multimem_handle_dtype": "MultimemHandle",
-    "lsa_barrier_handle_dtype": "LsaBarrierHandle",
-    "gin_barrier_handle_dtype": "GinBarrierHandle",
-    "cft_barrier_handle_dtype": "CftBarrierHandle",
-    "ll_a2a_handle_dtype": "LLA2AHandle",
-    "resource_window_vidmem_dtype": "ResourceWindowVidmem",
-    "dev_resource_requirements_dtype": "DevResourceRequirements",
-}
+# A struct's words: a run of capitals before the next word, "A2A" (all-to-all)
+# as one, or a capital and its lower-case letters and digits.
+_WORD = re.compile(r"[A-Z]\d[A-Z](?![a-z])|[A-Z]+(?=[A-Z]\d[A-Z](?![a-z])|[A-Z][a-z]|$)"
+                   r"|[A-Z][a-z0-9]*")
+
+
+def _dtype_name(struct_name: str) -> str:
+    """The dtype attribute of a struct class: ``LLA2AHandle`` -> ``ll_a2a_handle_dtype``."""
+    return "_".join(w.lower() for w in _WORD.findall(struct_name)) + "_dtype"
+
+
+# every struct of the table (src/structs.def) has its dtype
+_DTYPE_NAMES = {_dtype_name(name): name for name in _struct_layouts()}
 # the 0.3 name of ResourceWindowVidmem
 ResourceWindow_vidmem = ResourceWindowVidmem  # noqa: F405
 _dtypes: dict = {}
@@ -44,8 +40,6 @@ _dtypes: dict = {}
 
 def _make_dtype(struct_name: str):
     import numpy as np
-
-    from nccl._nccl import _struct_layouts
 
     size, fields = _struct_layouts()[struct_name]
     if not fields:

@@ -15,9 +15,10 @@ from .constants import __all__ as _constants_all
 from .enums import NcclCftCap, NcclCftTeamMode, NcclHostCftMode, NcclNvlsHostMode
 from .properties import NCCLCommProperties
 from .params import dump_params, params
+from .encryption import set_encryption
 from .team import (GinBarrierRequirement, LLA2ARequirement, LsaBarrierRequirement, NCCLTeam,
                    TeamRequirement)
-from .coll_config import NCCLCollConfig, NcclEventSpec, VendorOption
+from .coll_config import NCCLCollConfig, VendorOption
 from .config import NCCLConfig, NCCLDevCommRequirements, WaitSignalDesc
 from .communicator import CPUDevice, Communicator
 from .resources import CustomRedOp, DevCommResource, RegisteredBufferHandle, RegisteredWindowHandle
@@ -25,12 +26,13 @@ from .group import GroupSimInfo, group, group_end, group_simulate_end, group_sta
 from .utils import (LibraryInfo, UniqueId, Version, VersionInfo, __version__, get_error_string,
                     get_lib_path, get_lib_version, get_unique_id, get_version, show_versions)
 from .memory import HostBuffer, mem_alloc, mem_free
+from . import buffer, cuda  # nccl4py 0.6's submodules
 
 __all__ = [*_typing_all, *_constants_all,
            "NcclHostCftMode", "NcclNvlsHostMode", "NcclCftTeamMode", "NcclCftCap",
-           "NCCLCollConfig", "VendorOption", "NcclEventSpec", "NCCLCommProperties", "NCCLTeam",
+           "NCCLCollConfig", "VendorOption", "NCCLCommProperties", "NCCLTeam",
            "TeamRequirement", "LsaBarrierRequirement", "GinBarrierRequirement", "LLA2ARequirement",
-           "params", "dump_params",
+           "params", "dump_params", "set_encryption",
            "NCCLConfig", "WaitSignalDesc", "NCCLDevCommRequirements", "Communicator", "CPUDevice",
            "RegisteredBufferHandle", "RegisteredWindowHandle", "CustomRedOp", "DevCommResource",
            "group", "group_start", "group_end", "group_simulate_end", "GroupSimInfo",

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 from nccl._errors import NcclInvalid
 
 from .constants import CTAPolicy
+from .cuda import get_event_ptr as event_handle
+from .typing import NcclEventSpec
 
 __all__ = ["NCCLCollConfig", "VendorOption", "NcclEventSpec", "event_handle"]
-
-# A CUDA/HIP event: a cuda.core Event (or our HIP shim's) or a nonzero
-# cudaEvent_t handle as an int.
-NcclEventSpec = Union[Any, int]
 
 _VALUE_FIELDS = ("int_value", "str_value", "raw_value")
 
@@ -57,23 +55,6 @@ def _check_vendor_options(options: Any) -> None:
             raise NcclInvalid(f"Duplicate vendor option key (vendor_id={opt.vendor_id}, "
                               f"option_id={opt.option_id}); keys must be unique")
         seen.add(key)
-
-
-def event_handle(event: NcclEventSpec | None) -> int:
-    """The ``cudaEvent_t``/``hipEvent_t`` of ``event`` as an int; 0 for None."""
-    if event is None:
-        return 0
-    if isinstance(event, bool) or not isinstance(event, int):
-        handle = getattr(event, "handle", None)
-        if handle is None or isinstance(event, (bool, float)):
-            raise TypeError("event must be a cuda.core.Event or a nonzero integer cudaEvent_t "
-                            "handle")
-        if int(handle) == 0:
-            raise RuntimeError("Event has been closed")
-        return int(handle)
-    if event == 0:
-        raise ValueError("CUDA event has a null handle; initialize it before passing it to NCCL")
-    return event
 
 
 @dataclass(kw_only=True)

@@ -12,7 +12,6 @@ refuses to be made there (NotImplementedError).
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import operator
 import threading
@@ -21,6 +20,8 @@ from typing import Any
 
 from nccl import _nccl
 from nccl import bindings as _b
+
+from .cuda import CudaDeviceContext, get_device_id
 
 __all__ = ["NcclMemoryResource", "get_memory_resource", "mem_alloc", "mem_free", "HostBuffer"]
 
@@ -118,20 +119,6 @@ def _resource_class() -> type:
     return cls
 
 
-@contextlib.contextmanager
-def _current_device(core: Any, dev: Any):
-    """Make *dev* current for the block, then restore the previous device."""
-    prev = core.Device()
-    switch = prev.device_id != dev.device_id
-    if switch:
-        dev.set_current()
-    try:
-        yield
-    finally:
-        if switch:
-            prev.set_current()
-
-
 def _device_id(device_id: Any) -> int:
     if isinstance(device_id, bool):
         raise TypeError("device_id must be an int, not bool")
@@ -166,7 +153,7 @@ def _make_resource_class(core: Any) -> type:
             """``size`` bytes of device memory from ``ncclMemAlloc`` (made on
             this resource's device; ``stream`` is not used: the memory is
             ready when the call returns)."""
-            with _current_device(core, self.device):
+            with CudaDeviceContext(self.device):
                 ptr = _b.mem_alloc(size)
                 try:
                     return Buffer.from_handle(ptr=ptr, size=size, mr=self)
@@ -183,7 +170,7 @@ def _make_resource_class(core: Any) -> type:
                 if not hasattr(stream, "sync"):
                     stream = core.Stream.from_handle(_nccl.resolve_stream(stream))
                 stream.sync()
-            with _current_device(core, self.device):
+            with CudaDeviceContext(self.device):
                 _b.mem_free(int(ptr))
 
         @property
@@ -234,14 +221,7 @@ def mem_alloc(size: int, device: Any = None):
     """Allocate ``size`` bytes with ``ncclMemAlloc`` (see the module doc)."""
     if _nccl.library_family() == "host":
         return HostBuffer(_b.mem_alloc(size), size)
-    core = _core()
-    if device is None:
-        dev = core.Device().device_id
-    elif isinstance(device, int) and not isinstance(device, bool):
-        dev = device
-    else:
-        dev = device.device_id
-    return get_memory_resource(dev).allocate(size)
+    return get_memory_resource(get_device_id(device)).allocate(size)
 
 
 def mem_free(buf: Any) -> None:

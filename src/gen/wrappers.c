@@ -1985,6 +1985,7 @@ w_all_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyOb
     ncclAllReduceConfig_fn fn = (ncclAllReduceConfig_fn)n4p_fn(mod, N4P_IDX_ncclAllReduceConfig);
     if (fn == NULL)
         return NULL;
+    n4p_state *st = n4p_get_state(mod);
     const void* v0;
     void* v1;
     size_t v2;
@@ -1992,7 +1993,8 @@ w_all_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyOb
     int v4;
     ncclComm_t v5;
     cudaStream_t v6;
-    const void * v7;
+    void *v7 = NULL;
+    ncclCollConfig_t t7;
     if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
@@ -2007,7 +2009,9 @@ w_all_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyOb
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
-    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+    if (n4p_arg_struct_addr(st, N4P_S_COLL_CONFIG, a[7], "config", 1, &v7) < 0)
+        return NULL;
+    if (n4p_struct_for_library(mod, N4P_S_COLL_CONFIG, 1, &v7, &t7) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -2030,6 +2034,7 @@ w_broadcast_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObj
     ncclBroadcastConfig_fn fn = (ncclBroadcastConfig_fn)n4p_fn(mod, N4P_IDX_ncclBroadcastConfig);
     if (fn == NULL)
         return NULL;
+    n4p_state *st = n4p_get_state(mod);
     const void* v0;
     void* v1;
     size_t v2;
@@ -2037,7 +2042,8 @@ w_broadcast_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObj
     int v4;
     ncclComm_t v5;
     cudaStream_t v6;
-    const void * v7;
+    void *v7 = NULL;
+    ncclCollConfig_t t7;
     if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
@@ -2052,7 +2058,9 @@ w_broadcast_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObj
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
-    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+    if (n4p_arg_struct_addr(st, N4P_S_COLL_CONFIG, a[7], "config", 1, &v7) < 0)
+        return NULL;
+    if (n4p_struct_for_library(mod, N4P_S_COLL_CONFIG, 1, &v7, &t7) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -2075,6 +2083,7 @@ w_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject
     ncclReduceConfig_fn fn = (ncclReduceConfig_fn)n4p_fn(mod, N4P_IDX_ncclReduceConfig);
     if (fn == NULL)
         return NULL;
+    n4p_state *st = n4p_get_state(mod);
     const void* v0;
     void* v1;
     size_t v2;
@@ -2083,7 +2092,8 @@ w_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject
     int v5;
     ncclComm_t v6;
     cudaStream_t v7;
-    const void * v8;
+    void *v8 = NULL;
+    ncclCollConfig_t t8;
     if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
@@ -2100,7 +2110,9 @@ w_reduce_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject
         return NULL;
     if (n4p_arg_ptr(a[7], "stream", (void **)&v7) < 0)
         return NULL;
-    if (n4p_arg_addr_opt(a[8], "config", (void **)&v8) < 0)
+    if (n4p_arg_struct_addr(st, N4P_S_COLL_CONFIG, a[8], "config", 1, &v8) < 0)
+        return NULL;
+    if (n4p_struct_for_library(mod, N4P_S_COLL_CONFIG, 1, &v8, &t8) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -2123,13 +2135,15 @@ w_all_gather_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyOb
     ncclAllGatherConfig_fn fn = (ncclAllGatherConfig_fn)n4p_fn(mod, N4P_IDX_ncclAllGatherConfig);
     if (fn == NULL)
         return NULL;
+    n4p_state *st = n4p_get_state(mod);
     const void* v0;
     void* v1;
     size_t v2;
     int v3;
     ncclComm_t v4;
     cudaStream_t v5;
-    const void * v6;
+    void *v6 = NULL;
+    ncclCollConfig_t t6;
     if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
@@ -2142,7 +2156,9 @@ w_all_gather_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyOb
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
-    if (n4p_arg_addr_opt(a[6], "config", (void **)&v6) < 0)
+    if (n4p_arg_struct_addr(st, N4P_S_COLL_CONFIG, a[6], "config", 1, &v6) < 0)
+        return NULL;
+    if (n4p_struct_for_library(mod, N4P_S_COLL_CONFIG, 1, &v6, &t6) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -2165,6 +2181,7 @@ w_reduce_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     ncclReduceScatterConfig_fn fn = (ncclReduceScatterConfig_fn)n4p_fn(mod, N4P_IDX_ncclReduceScatterConfig);
     if (fn == NULL)
         return NULL;
+    n4p_state *st = n4p_get_state(mod);
     const void* v0;
     void* v1;
     size_t v2;
@@ -2172,7 +2189,8 @@ w_reduce_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     int v4;
     ncclComm_t v5;
     cudaStream_t v6;
-    const void * v7;
+    void *v7 = NULL;
+    ncclCollConfig_t t7;
     if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
@@ -2187,7 +2205,9 @@ w_reduce_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
-    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+    if (n4p_arg_struct_addr(st, N4P_S_COLL_CONFIG, a[7], "config", 1, &v7) < 0)
+        return NULL;
+    if (n4p_struct_for_library(mod, N4P_S_COLL_CONFIG, 1, &v7, &t7) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -2210,13 +2230,15 @@ w_allto_all_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObj
     ncclAlltoAllConfig_fn fn = (ncclAlltoAllConfig_fn)n4p_fn(mod, N4P_IDX_ncclAlltoAllConfig);
     if (fn == NULL)
         return NULL;
+    n4p_state *st = n4p_get_state(mod);
     const void* v0;
     void* v1;
     size_t v2;
     int v3;
     ncclComm_t v4;
     cudaStream_t v5;
-    const void * v6;
+    void *v6 = NULL;
+    ncclCollConfig_t t6;
     if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
@@ -2229,7 +2251,9 @@ w_allto_all_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObj
         return NULL;
     if (n4p_arg_ptr(a[5], "stream", (void **)&v5) < 0)
         return NULL;
-    if (n4p_arg_addr_opt(a[6], "config", (void **)&v6) < 0)
+    if (n4p_arg_struct_addr(st, N4P_S_COLL_CONFIG, a[6], "config", 1, &v6) < 0)
+        return NULL;
+    if (n4p_struct_for_library(mod, N4P_S_COLL_CONFIG, 1, &v6, &t6) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -2252,6 +2276,7 @@ w_gather_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject
     ncclGatherConfig_fn fn = (ncclGatherConfig_fn)n4p_fn(mod, N4P_IDX_ncclGatherConfig);
     if (fn == NULL)
         return NULL;
+    n4p_state *st = n4p_get_state(mod);
     const void* v0;
     void* v1;
     size_t v2;
@@ -2259,7 +2284,8 @@ w_gather_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject
     int v4;
     ncclComm_t v5;
     cudaStream_t v6;
-    const void * v7;
+    void *v7 = NULL;
+    ncclCollConfig_t t7;
     if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
@@ -2274,7 +2300,9 @@ w_gather_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
-    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+    if (n4p_arg_struct_addr(st, N4P_S_COLL_CONFIG, a[7], "config", 1, &v7) < 0)
+        return NULL;
+    if (n4p_struct_for_library(mod, N4P_S_COLL_CONFIG, 1, &v7, &t7) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -2297,6 +2325,7 @@ w_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     ncclScatterConfig_fn fn = (ncclScatterConfig_fn)n4p_fn(mod, N4P_IDX_ncclScatterConfig);
     if (fn == NULL)
         return NULL;
+    n4p_state *st = n4p_get_state(mod);
     const void* v0;
     void* v1;
     size_t v2;
@@ -2304,7 +2333,8 @@ w_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     int v4;
     ncclComm_t v5;
     cudaStream_t v6;
-    const void * v7;
+    void *v7 = NULL;
+    ncclCollConfig_t t7;
     if (n4p_arg_ptr(a[0], "sendbuff", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_ptr(a[1], "recvbuff", (void **)&v1) < 0)
@@ -2319,7 +2349,9 @@ w_scatter_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
         return NULL;
     if (n4p_arg_ptr(a[6], "stream", (void **)&v6) < 0)
         return NULL;
-    if (n4p_arg_addr_opt(a[7], "config", (void **)&v7) < 0)
+    if (n4p_arg_struct_addr(st, N4P_S_COLL_CONFIG, a[7], "config", 1, &v7) < 0)
+        return NULL;
+    if (n4p_struct_for_library(mod, N4P_S_COLL_CONFIG, 1, &v7, &t7) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -2723,8 +2755,9 @@ w_set_encryption(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     ncclSetEncryption_fn fn = (ncclSetEncryption_fn)n4p_fn(mod, N4P_IDX_ncclSetEncryption);
     if (fn == NULL)
         return NULL;
-    const void * v0;
-    if (n4p_arg_addr(a[0], "config", (void **)&v0) < 0)
+    n4p_state *st = n4p_get_state(mod);
+    void *v0 = NULL;
+    if (n4p_arg_struct_addr(st, N4P_S_ENCRYPTION_CONFIG, a[0], "config", 0, &v0) < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -4422,7 +4455,7 @@ PyMethodDef n4p_api_methods[] = {
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
      "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
-     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "  config (CollConfig | SupportsPtr | int | None): per-call config: a CollConfig, an object with an int .ptr, or an address; None or 0 for none\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -4448,7 +4481,7 @@ PyMethodDef n4p_api_methods[] = {
      "  root (int): C int\n"
      "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
-     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "  config (CollConfig | SupportsPtr | int | None): per-call config: a CollConfig, an object with an int .ptr, or an address; None or 0 for none\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -4475,7 +4508,7 @@ PyMethodDef n4p_api_methods[] = {
      "  root (int): C int\n"
      "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
-     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "  config (CollConfig | SupportsPtr | int | None): per-call config: a CollConfig, an object with an int .ptr, or an address; None or 0 for none\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -4500,7 +4533,7 @@ PyMethodDef n4p_api_methods[] = {
      "  datatype (int): data type (DataType)\n"
      "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
-     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "  config (CollConfig | SupportsPtr | int | None): per-call config: a CollConfig, an object with an int .ptr, or an address; None or 0 for none\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -4526,7 +4559,7 @@ PyMethodDef n4p_api_methods[] = {
      "  op (int): reduction (RedOp, or an op made by red_op_create_pre_mul_sum)\n"
      "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
-     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "  config (CollConfig | SupportsPtr | int | None): per-call config: a CollConfig, an object with an int .ptr, or an address; None or 0 for none\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -4551,7 +4584,7 @@ PyMethodDef n4p_api_methods[] = {
      "  datatype (int): data type (DataType)\n"
      "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
-     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "  config (CollConfig | SupportsPtr | int | None): per-call config: a CollConfig, an object with an int .ptr, or an address; None or 0 for none\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -4577,7 +4610,7 @@ PyMethodDef n4p_api_methods[] = {
      "  root (int): C int\n"
      "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
-     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "  config (CollConfig | SupportsPtr | int | None): per-call config: a CollConfig, an object with an int .ptr, or an address; None or 0 for none\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -4603,7 +4636,7 @@ PyMethodDef n4p_api_methods[] = {
      "  root (int): C int\n"
      "  comm (Comm | int): communicator handle (a Comm or an int)\n"
      "  stream (int): stream handle (0: the default stream)\n"
-     "  config (SupportsPtr | int | None): per-call config: an object with an int .ptr (a CollConfig) or its address; None or 0 for none\n"
+     "  config (CollConfig | SupportsPtr | int | None): per-call config: a CollConfig, an object with an int .ptr, or an address; None or 0 for none\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
@@ -4884,7 +4917,7 @@ PyMethodDef n4p_api_methods[] = {
      "Calls ncclSetEncryption (NCCL 2.32.3 and later); the host backend does not implement it.\n"
      "\n"
      "Arguments:\n"
-     "  config (SupportsPtr | int): an object with an int .ptr (an EncryptionConfig) or its address\n"
+     "  config (EncryptionConfig | SupportsPtr | int): an EncryptionConfig, an object with an int .ptr, or an address\n"
      "\n"
      "Returns:\n"
      "  None (also for 7 InProgress).\n"
