@@ -916,7 +916,10 @@ def _out_stmt(p: Param, idx: int, e: Entry) -> list[str]:
         "props": f"{n}->rank = 3; {n}->nRanks = 8; {n}->cudaDev = 5; {n}->nvmlDev = 6; "
                  f"{n}->ginType = (ncclGinType_t)5; {n}->railedGinType = (ncclGinType_t)4; "
                  f"{n}->deviceApiSupport = 1; {n}->nLsaTeams = 2;",
-        "devcomm_out": f"memset({n}->opaque, 0xab, 16);",
+        # what a library writes: the header (its layout is the one reqs->version names)
+        # and fields at the same offset in every layout
+        "devcomm_out": f"{n}->magic = NCCL_API_MAGIC; {n}->version = reqs ? reqs->version : 0; "
+                       f"{n}->rank = 3; {n}->nRanks = 8; {n}->lsaRank = 1; {n}->lsaSize = 4;",
     }.get(k)
     if fill is None:
         return []

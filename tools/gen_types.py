@@ -187,7 +187,9 @@ def gen_dtype_constants(types: list[DType]) -> list[str]:
 
 # field kind -> (Python type of the stub, getter conversion of nccl.core)
 KINDS = {"SIZE": "int", "U32": "int", "I32": "int", "U8": "int", "F32": "float",
-         "CSTR": "str", "PTR": "int", "U64": "int", "BOOLS": "tuple[bool, ...]"}
+         "CSTR": "str", "PTR": "int", "U64": "int", "BOOLS": "tuple[bool, ...]",
+         "U8I": "int", "U8X4": "tuple[int, ...]", "PTRX4": "tuple[int, ...]",
+         "SUB": "_Struct"}  # SUB: the class of the field's C type
 # C enum types of fields -> the nccl.core enum a property returns
 ENUMS = {"ncclGinType_t": "decode_gin_type"}  # the decoder of each enum field
 
@@ -219,12 +221,14 @@ class Struct:
     picklable: bool
     fields: list[Field] = field(default_factory=list)
     size: int | None = None  # None: opaque (no fields)
+    # N4P_FIELD_BEFORE: (lo, hi) -> {field: offset} of the older layouts
+    older: dict[tuple[int, int], dict[str, int]] = field(default_factory=dict)
 
 
 def parse_structs(path: Path = SRC / "structs.def") -> list[Struct]:
     structs: list[Struct] = []
     for macro, a in macro_calls(path):
-        if macro in ("N4P_STRUCT", "N4P_OPAQUE"):
+        if macro in ("N4P_STRUCT", "N4P_OPAQUE", "N4P_UNION"):
             structs.append(Struct(a[0], a[1], a[2], a[3] == "1"))
         elif macro == "N4P_FIELD":
             t, ctype, cname, pyname, kind, offset, _initial, api = a
@@ -233,6 +237,16 @@ def parse_structs(path: Path = SRC / "structs.def") -> list[Struct]:
             structs[-1].fields.append(Field(ctype, cname, pyname, kind, int(offset), api))
         elif macro == "N4P_STRUCT_END":
             structs[-1].size = int(a[1])
+        elif macro == "N4P_FIELD_BEFORE":
+            s = next(s for s in structs if s.ctype == a[0])
+            if a[3] not in {f.pyname for f in s.fields}:
+                raise SystemExit(f"{path}: N4P_FIELD_BEFORE of an unknown field {a}")
+            s.older.setdefault((int(a[1]), int(a[2])), {})[a[3]] = int(a[4])
+    by_ctype = {s.ctype: s.pyname for s in structs}
+    for s in structs:
+        for f in s.fields:
+            if f.kind == "SUB" and f.ctype not in by_ctype:
+                raise SystemExit(f"{path}: {s.ctype}.{f.cname} is not a struct of the table")
     return structs
 
 
@@ -302,13 +316,20 @@ def _pyi_field(f: Field) -> list[str]:
                 f"def {f.pyname}(self) -> str: ...{note}",
                 f"@{f.pyname}.setter",
                 f"def {f.pyname}(self, value: str | None) -> None: ..."]
+    if f.kind == "SUB":
+        return [f"{f.pyname}: {_SUB_CLASSES[f.ctype]}{note}"]
     return [f"{f.pyname}: {KINDS[f.kind]}{note}"]
+
+
+_SUB_CLASSES: dict[str, str] = {}  # C type -> class, filled by render_pyi_structs
 
 
 def render_pyi_structs(structs: list[Struct] | None = None) -> str:
     """The struct classes of nccl/_nccl.pyi (they derive from its _Struct)."""
     out = []
-    for s in structs if structs is not None else parse_structs():
+    structs = structs if structs is not None else parse_structs()
+    _SUB_CLASSES.update({s.ctype: s.pyname for s in structs})
+    for s in structs:
         size = f"{s.size} bytes" if s.size is not None else "opaque bytes"
         out.append(f"class {s.pyname}(_Struct):")
         out.append(f'    """``{s.ctype}`` ({size})."""')
