@@ -25,8 +25,9 @@ How a fact flows:
 * A struct field is one N4P_FIELD line.  C: nccl_api.h declares the struct
   and checks every offset and size at compile time; structs.c builds the
   accessor, initial value and layout of each field.  Python:
-  nccl/core/config.py (checks of NCCLConfig, the fields of
-  NCCLDevCommRequirements and WaitSignalDesc), nccl/core/communicator.py (the
+  nccl/core/config.py (checks of NCCLConfig, the fields of WaitSignalDesc),
+  nccl/core/requirements.py (the fields of NCCLDevCommRequirements),
+  nccl/core/communicator.py (the
   properties read from ncclCommProperties_t), and nccl/_nccl.pyi (the
   struct classes, from render_pyi_structs()).
 * A collective is one N4P_COLL line (and its N4P_COLL_DOC line).  C:
@@ -279,13 +280,16 @@ def gen_config_fields(structs: list[Struct]) -> list[str]:
             lo, hi = (None if x == "-" else int(x) for x in f.api_args)
             lines.append(f'    "{f.pyname}": ("int", {lo}, {hi}),')
     lines.append("}")
-    dev = [f.pyname for f in _struct(structs, "DevCommRequirements").fields if f.api_kind == "INDEX"]
-    lines.append("# NCCLDevCommRequirements: the fields it sets (the struct checks each range)")
-    lines += _wrap("_DEV_FIELDS = (", [f'"{n}"' for n in dev], ")")
     args = [(f.api_args[0], f.pyname) for f in _struct(structs, "WaitSignalDesc").fields]
     lines.append("# WaitSignalDesc: (its field, the ncclWaitSignalDesc_t field)")
     lines += _wrap("_WAIT_SIGNAL_FIELDS = (", [f'("{a}", "{c}")' for a, c in args], ")")
     return lines
+
+
+def gen_dev_fields(structs: list[Struct]) -> list[str]:
+    dev = [f.pyname for f in _struct(structs, "DevCommRequirements").fields if f.api_kind == "INDEX"]
+    lines = ["# NCCLDevCommRequirements: the struct fields it may set (the struct checks each range)"]
+    return lines + _wrap("_DEV_FIELDS = (", [f'"{n}"' for n in dev], ")")
 
 
 def gen_wait_signal_fields(structs: list[Struct]) -> list[str]:
@@ -562,6 +566,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
                                 "constants": gen_dtype_constants(types)},
         "nccl/core/config.py": {"fields": gen_config_fields(structs),
                                 "WaitSignalDesc": gen_wait_signal_fields(structs)},
+        "nccl/core/requirements.py": {"fields": gen_dev_fields(structs)},
         "nccl/core/communicator.py": {"properties": gen_comm_properties(structs)},
         # the type stubs: tools/gen_api.py owns the functions' part of the same file
         "nccl/_nccl.pyi": {"struct classes": render_pyi_structs(structs).splitlines(),
