@@ -8,6 +8,7 @@ import pytest
 
 import nccl.bindings as b
 import nccl.core as nc
+from host_ranks import needs_host, run_ranks
 from stub_comm import COMM
 
 
@@ -32,6 +33,7 @@ def test_is_a_keyword_only_dataclass_with_the_0_6_fields():
 
 def test_chains_hold_what_the_dataclass_says(stub):
     stub.nccl4pyStubSetWriteOutputs(1)
+    stub.nccl4pyStubSetDeref(1)  # real memory: the stub records and fills the chains
     t1, t2 = nc.NCCLTeam(4, 1, 1), nc.NCCLTeam(2, 0, 4)
     req = nc.NCCLDevCommRequirements(
         barrier_count=2,
@@ -54,8 +56,18 @@ def test_chains_hold_what_the_dataclass_says(stub):
     assert seen == [((4, 1, 1), True, True), ((2, 0, 4), True, True)]
     first = b.DevResourceRequirements.from_ptr(chain.reqs.resource_requirements_list)
     assert first.next == chain.resource_nodes[1].ptr and chain.resource_nodes[1].next == 0
+    # what reached ncclDevCommCreate (the stub walks the chains it got)
+    rec = dict(f.split("=", 1) for f in stub.nccl4pyStubLastCall().decode().split(" ")[1:])
+    assert rec["teams"] == "4,1,1,1,1;2,0,4,1,1"
+    slots = b.ll_a2a_calc_slots(8, 4)
+    assert rec["resources"] == f"192,16,0,0;{32 * slots},16,0,0"
+    # the handles read back what the library wrote through the chains
     handles = res.resource_handles
     assert [type(h).__name__ for h in handles] == ["LsaBarrierHandle", "LLA2AHandle"]
+    assert (handles[0].buf_handle, handles[0].n_barriers) == (0x100, 3)
+    assert (handles[1].buf_handle, handles[1].n_slots) == (0x101, slots)
+    assert res.multimem_handle(t1).mc_base_pointer == 0x5EED0000 + 0x1000
+    assert res.multimem_handle(t2).mc_base_pointer == 0x5EED0000 + 0x1001
     assert handles[0] == res.resource_handles[0]
     assert isinstance(res.multimem_handle(t1), nc.MultimemHandle)
     with pytest.raises(KeyError, match="not requested with multimem=True"):
@@ -64,9 +76,44 @@ def test_chains_hold_what_the_dataclass_says(stub):
         nc.LsaBarrierHandle()
     assert (res.dev_comm.rank, res.dev_comm.n_ranks) == (3, 8)
     res.close()
+    stub.nccl4pyStubSetDeref(0)
 
 
 def test_0_2_forms_still_work():
     r = nc.NCCLDevCommRequirements(lsa_multimem=True, gin_context_count=8)
     s = b.DevCommRequirements.from_ptr(r.ptr)
     assert s.lsa_multimem is True and s.gin_context_count == 8
+
+
+HOST_CODE = '''
+out = {}
+def outcome(call):
+    try:
+        call()
+        return "ok"
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+world = comm.team_world
+req = nc.NCCLDevCommRequirements(teams=(nc.TeamRequirement(world, multimem=True),),
+                                 resources=(nc.LsaBarrierRequirement(world, 1),))
+out["dev_comm"] = outcome(lambda: comm.create_dev_comm(req))
+out["plain_dev_comm"] = outcome(lambda: comm.create_dev_comm())
+buf = np.zeros(64, np.float32)
+win = comm.register_window(buf)
+out["le_peer"] = outcome(lambda: win.get_peer_le_info(0))
+out["le_multimem"] = outcome(lambda: win.get_multimem_le_info())
+out["le_cft"] = outcome(lambda: win.get_cft_le_info(0, world))
+win.close()
+report(**out)
+'''
+
+
+@needs_host
+def test_host_backend_refuses_device_calls_by_name(tmp_path):
+    for r in run_ranks(tmp_path, HOST_CODE, 2):
+        for key, text in r.items():
+            if key == "rank":
+                continue
+            assert text.split(":")[0] in ("FunctionNotFoundError", "NotImplementedError"), (key, text)
+            assert "nccl" in text, (key, text)  # names the function

@@ -111,6 +111,7 @@ class _Chain:
 
 def build_requirements(comm: Any, req: Any) -> _Chain:
     """The requirements struct of req with its team and resource chains."""
+    _post_init(req)  # fields may have been reassigned since construction
     chain = _Chain(req._to_lowpp())
     merged: dict = {}  # the same team once; multimem if any entry asks
     for t in req.teams:
@@ -135,10 +136,12 @@ def build_requirements(comm: Any, req: Any) -> _Chain:
         elif isinstance(r, GinBarrierRequirement):
             h = _b.GinBarrierHandle()
             _b.gin_barrier_create_requirement(comm, r.team, r.n_barriers, h, node)
-        else:
+        elif isinstance(r, LLA2ARequirement):
             h = _b.LLA2AHandle()
             slots = _b.ll_a2a_calc_slots(r.max_elements, r.max_element_size)
             _b.ll_a2a_create_requirement(r.n_blocks, slots, h, node)
+        else:
+            raise TypeError(f"unknown resource requirement: {type(r).__name__}")
         handles.append(h)
         chain.resource_nodes.append(node)
     chain.handles = tuple(handles)
