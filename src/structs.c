@@ -45,9 +45,9 @@ typedef struct {
     const char *name;
     size_t offset;
     size_t size;
-    int kind;
     double initial; /* what a new struct holds */
-    int sub;        /* F_SUB: the struct kind of the field */
+    int kind;
+    int sub; /* F_SUB: the struct kind of the field */
 } field_t;
 
 /* An older layout of a struct the library fills (N4P_FIELD_BEFORE). */
@@ -88,7 +88,7 @@ typedef struct {
 #define N4P_STRUCT(Type, PyName, KIND, picklable) static const field_t Type##_fields[] = {
 #define N4P_UNION N4P_STRUCT
 #define N4P_FIELD(Type, ctype, cname, pyname, kind, offset, initial, api) \
-    {#pyname, offsetof(Type, cname), sizeof(((Type *)0)->cname), F_##kind, (double)(initial), \
+    {#pyname, offsetof(Type, cname), sizeof(((Type *)0)->cname), (double)(initial), F_##kind, \
      N4P_SUBKIND_##kind(ctype)},
 #define N4P_STRUCT_END(Type, size) };
 #include "structs.def"
@@ -517,17 +517,6 @@ field_set(sobj *self, PyObject *value, void *closure)
     }
     char *p = (char *)self->ptr + off;
     switch (f->kind) {
-    case F_U8I: {
-        int v;
-        if (n4p_arg_int(value, f->name, &v) < 0)
-            return -1;
-        if (v < 0 || v > 255) {
-            PyErr_Format(PyExc_OverflowError, "%s must be in 0..255", f->name);
-            return -1;
-        }
-        *(unsigned char *)p = (unsigned char)v;
-        return 0;
-    }
     case F_U8X4:
     case F_PTRX4: {
         size_t width = f->kind == F_U8X4 ? 1 : sizeof(void *), n = f->size / width;
@@ -538,7 +527,7 @@ field_set(sobj *self, PyObject *value, void *closure)
             PyErr_Format(PyExc_ValueError, "%s must be a sequence of %zu ints", f->name, n);
             return -1;
         }
-        unsigned char tmp[4 * sizeof(void *)];
+        unsigned char tmp[4 * sizeof(void *)] = {0};
         for (size_t i = 0; i < n; i++) {
             PyObject *item = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i);
             int rc;
@@ -594,7 +583,8 @@ field_set(sobj *self, PyObject *value, void *closure)
         memcpy(p, &v, sizeof v);
         return 0;
     }
-    case F_U8: {
+    case F_U8:
+    case F_U8I: {
         int v;
         if (n4p_arg_int(value, f->name, &v) < 0)
             return -1;
