@@ -128,3 +128,36 @@ def test_host_backend_refuses_device_calls_by_name(tmp_path):
         for key, fn in HOST_MISSING.items():
             # FunctionNotFoundError is a NotImplementedError; the message names the C function
             assert r[key].startswith(f"FunctionNotFoundError: function {fn} is not found"), r[key]
+
+
+def test_window_le_info_and_multimem_pointer_reach_the_library(stub):
+    import gen_api
+
+    table = {e.pyname: i for i, e in enumerate(gen_api.parse_table())}
+    stub.nccl4pyStubSetWriteOutputs(1)
+    win = nc.RegisteredWindowHandle(COMM, 0x10, 64)
+
+    def rec():
+        parts = stub.nccl4pyStubLastCall().decode().split(" ")
+        return parts[0], dict(f.split("=", 1) for f in parts[1:])
+
+    def expected(name):  # what the stub writes to (leId, leOffset) of entry `name`
+        i = table[name]
+        return nc.CftLeInfo(0xFFFFFFF0 + i % 8, (1 << 40) + i)
+
+    assert win.get_peer_le_info(1, offset=8) == expected("get_peer_device_le_info")
+    fn, f = rec()
+    assert fn == "ncclGetPeerDeviceLeInfo" and f["peerWorld"] == "int:1" and f["offset"] == "size:8"
+    assert win.get_multimem_le_info(4) == expected("get_multimem_device_le_info")
+    assert rec()[0] == "ncclGetMultimemDeviceLeInfo"
+    assert win.get_cft_le_info(2, nc.NCCLTeam(4, 1, 1)) == expected("get_cft_device_le_info")
+    fn, f = rec()
+    assert fn == "ncclGetCftDeviceLeInfo" and f["cftTeam"] == "team:4,1,1" and f["peerCft"] == "int:2"
+    from nccl.core.devhandles import view_of
+
+    mm = b.MultimemHandle()
+    mm.mc_base_ptr = 0x7000
+    assert win.get_multimem_device_pointer(view_of(mm), 16) == 0x5EED0000 + table[
+        "get_multimem_device_pointer"]
+    fn, f = rec()
+    assert fn == "ncclGetMultimemDevicePointer" and f["multimem"] == "multimem:0x7000"
