@@ -149,6 +149,29 @@ class DevCommRequirements(_Struct):
     cft_caps: int  # int cftCaps, offset 108
     cft_barrier_count: int  # int cftBarrierCount, offset 112
 
+class ConfigExtKey(_Struct):
+    """``ncclConfigExtKey_t`` (8 bytes)."""
+
+    vendor_id: int  # int vendorId, offset 0
+    option_id: int  # int optionId, offset 4
+
+class ConfigExtVal(_Struct):
+    """``ncclConfigExtVal_t`` (8 bytes)."""
+
+    i: int  # int i, offset 0
+    @property
+    def s(self) -> str: ...  # const char * s, offset 0
+    @s.setter
+    def s(self, value: str | None) -> None: ...
+    raw: int  # void * raw, offset 0
+
+class ConfigExt(_Struct):
+    """``ncclConfigExt_t`` (24 bytes)."""
+
+    next: int  # void * next, offset 0
+    key: ConfigExtKey  # ncclConfigExtKey_t key, offset 8
+    val: ConfigExtVal  # ncclConfigExtVal_t val, offset 16
+
 class CollConfig(_Struct):
     """``ncclCollConfig_t`` (72 bytes)."""
 
@@ -192,6 +215,14 @@ class MultimemHandle(_Struct):
     """``ncclMultimemHandle_t`` (8 bytes)."""
 
     mc_base_ptr: int  # void * mcBasePtr, offset 0
+
+class TeamRequirements(_Struct):
+    """``ncclTeamRequirements_t`` (32 bytes)."""
+
+    next: int  # void * next, offset 0
+    team: Team  # ncclTeam_t team, offset 8
+    multimem: int  # uint8_t multimem, offset 20
+    out_multimem_handle: int  # ncclMultimemHandle_t * outMultimemHandle, offset 24
 
 class LsaBarrierHandle(_Struct):
     """``ncclLsaBarrierHandle_t`` (8 bytes)."""
@@ -237,7 +268,48 @@ class DevResourceRequirements(_Struct):
     out_gin_counter_start: int  # uint32_t * outGinCounterStart, offset 48
 
 class DevComm(_Struct):
-    """``ncclDevComm_t`` (opaque bytes)."""
+    """``ncclDevComm_t`` (248 bytes)."""
+
+    magic: int  # unsigned int magic, offset 0
+    version: int  # unsigned int version, offset 4
+    rank: int  # int rank, offset 8
+    n_ranks: int  # int nRanks, offset 12
+    n_ranks_rcp32: int  # uint32_t nRanks_rcp32, offset 16
+    lsa_rank: int  # int lsaRank, offset 20
+    lsa_size: int  # int lsaSize, offset 24
+    lsa_size_rcp32: int  # uint32_t lsaSize_rcp32, offset 28
+    window_table: int  # void * windowTable, offset 32
+    resource_window: int  # void * resourceWindow, offset 40
+    resource_window_inlined: ResourceWindowVidmem  # ncclResourceWindow_vidmem_t resourceWindow_inlined, offset 48
+    hybrid_dense_gin_barrier: GinBarrierHandle  # ncclGinBarrierHandle_t hybridDenseGinBarrier, offset 64
+    lsa_multimem: MultimemHandle  # ncclMultimemHandle_t lsaMultimem, offset 72
+    lsa_barrier: LsaBarrierHandle  # ncclLsaBarrierHandle_t lsaBarrier, offset 80
+    rail_gin_barrier: GinBarrierHandle  # ncclGinBarrierHandle_t railGinBarrier, offset 88
+    gin_connection_count: int  # uint8_t ginConnectionCount, offset 96
+    backend_index: int  # uint8_t backendIndex, offset 97
+    gin_net_device_types: tuple[int, ...]  # uint8_t ginNetDeviceTypes, offset 98
+    gin_handles: tuple[int, ...]  # void * ginHandles, offset 104
+    gin_signal_count: int  # int ginSignalCount, offset 136
+    gin_counter_count: int  # int ginCounterCount, offset 140
+    gin_signal_shadows: int  # uint64_t * ginSignalShadows, offset 144
+    gin_context_count: int  # uint32_t ginContextCount, offset 152
+    gin_connection_stride: int  # int ginConnectionStride, offset 156
+    gin_context_stride: int  # int ginContextStride, offset 160
+    gin_strong_legacy_signals: int  # uint8_t ginStrongLegacySignals, offset 164
+    abort_flag: int  # uint32_t * abortFlag, offset 168
+    hybrid_lsa_barrier: LsaBarrierHandle  # ncclLsaBarrierHandle_t hybridLsaBarrier, offset 176
+    hybrid_rail_gin_barrier: GinBarrierHandle  # ncclGinBarrierHandle_t hybridRailGinBarrier, offset 184
+    world_gin_barrier: GinBarrierHandle  # ncclGinBarrierHandle_t worldGinBarrier, offset 192
+    gin_connection_stride_rcp32: int  # uint32_t ginConnectionStride_rcp32, offset 200
+    cft_rank: int  # int cftRank, offset 204
+    cft_size: int  # int cftSize, offset 208
+    cft_multimem_rank: int  # int cftMultimemRank, offset 212
+    cft_multimem_size: int  # int cftMultimemSize, offset 216
+    cft_multimem_size_rcp32: int  # uint32_t cftMultimemSize_rcp32, offset 220
+    uc_le_id: int  # uint32_t ucLeId, offset 224
+    mc_le_id: int  # uint32_t mcLeId, offset 228
+    cft_barrier: CftBarrierHandle  # ncclCftBarrierHandle_t cftBarrier, offset 232
+    cft_multimem_barrier: CftBarrierHandle  # ncclCftBarrierHandle_t cftMultimemBarrier, offset 240
 # --- end of generated struct classes ---
 
 class PointerBox:

@@ -32,6 +32,7 @@
 enum n4p_struct_kind {
 #define N4P_STRUCT(Type, PyName, KIND, picklable) N4P_S_##KIND,
 #define N4P_OPAQUE(Type, PyName, KIND, picklable) N4P_S_##KIND,
+#define N4P_UNION(Type, PyName, KIND, picklable) N4P_S_##KIND,
 #include "structs.def"
     N4P_S_COUNT
 };

@@ -99,26 +99,14 @@ typedef enum {
     NCCL_GIN_CONNECTION_RAIL = 2
 } ncclGinConnectionType_t;
 
-/* A vendor option chained to a collective config (24 bytes; fields of
- * anonymous types, so declared here rather than in structs.def). */
-typedef struct ncclConfigExt {
-    struct ncclConfigExt *next;
-    struct {
-        int vendorId;
-        int optionId;
-    } key;
-    union {
-        int i;
-        const char *s;
-        void *raw;
-    } val;
-} ncclConfigExt_t;
-
 /* Opaque handle of a parameter, owned by the library. */
 typedef struct ncclParamHandle *ncclParamHandle_t;
 
 /* The structs with fields, from structs.def, with their LP64 sizes and
- * offsets checked.  A field of kind BOOLS is an array of N4P_BOOLS_LEN. */
+ * offsets checked.  A field of kind BOOLS is an array of N4P_BOOLS_LEN, of
+ * kind U8X4 / PTRX4 an array of 4.  ncclDevComm_t is the layout of NCCL 2.31
+ * and later, the one a library stamped with our version writes; structs.c
+ * reads the 2.30 layout from its version field. */
 #define N4P_BOOLS_LEN 64
 #define N4P_DIM_SIZE
 #define N4P_DIM_U32
@@ -129,7 +117,12 @@ typedef struct ncclParamHandle *ncclParamHandle_t;
 #define N4P_DIM_PTR
 #define N4P_DIM_U64
 #define N4P_DIM_BOOLS [N4P_BOOLS_LEN]
+#define N4P_DIM_U8I
+#define N4P_DIM_U8X4 [4]
+#define N4P_DIM_PTRX4 [4]
+#define N4P_DIM_SUB
 #define N4P_STRUCT(Type, PyName, KIND, picklable) typedef struct {
+#define N4P_UNION(Type, PyName, KIND, picklable) typedef union {
 #define N4P_FIELD(Type, ctype, cname, pyname, kind, offset, initial, api) ctype cname N4P_DIM_##kind;
 #define N4P_STRUCT_END(Type, size) } Type;
 #include "structs.def"
@@ -148,14 +141,6 @@ typedef struct ncclParamHandle *ncclParamHandle_t;
             NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, 1,      \
             NCCL_CONFIG_UNDEF_INT, 0, NCCL_CONFIG_UNDEF_PTR                              \
     }
-
-/* ncclDevComm_t is filled by the library and only ever handed back to it or
- * to device code.  Its layout changes between releases, so we treat it as
- * opaque storage that is larger than every published layout. */
-#define NCCL4PY_DEV_COMM_BYTES 1024
-typedef struct {
-    _Alignas(16) unsigned char opaque[NCCL4PY_DEV_COMM_BYTES];
-} ncclDevComm_t;
 
 #include "nccl_api_232.h"
 

@@ -11,7 +11,7 @@
 #ifndef NCCL4PY_NCCL_API_232_H
 #define NCCL4PY_NCCL_API_232_H
 
-/* ncclConfigExt_t, ncclParamHandle_t and NCCL_COLLCONFIG_INITIALIZER are in
+/* ncclParamHandle_t and NCCL_COLLCONFIG_INITIALIZER are in
  * nccl_api.h; the structs with Python classes come from structs.def. */
 
 /* ncclTeam_t and ncclMultimemHandle_t (passed by value) are declared from

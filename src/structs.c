@@ -17,15 +17,51 @@
 #include <stddef.h>
 #include <string.h>
 
-enum { F_SIZE, F_U32, F_I32, F_U8, F_F32, F_CSTR, F_PTR, F_U64, F_BOOLS };
+enum { F_SIZE, F_U32, F_I32, F_U8, F_F32, F_CSTR, F_PTR, F_U64, F_BOOLS, F_U8I, F_U8X4, F_PTRX4,
+       F_SUB };
+
+/* the struct kind of each C type */
+enum {
+#define N4P_STRUCT(Type, PyName, KIND, picklable) N4P_TK_##Type = N4P_S_##KIND,
+#define N4P_UNION(Type, PyName, KIND, picklable) N4P_TK_##Type = N4P_S_##KIND,
+#include "structs.def"
+};
+/* the struct kind of a SUB field (its C type is a struct of the table), else -1 */
+#define N4P_SUBKIND_SIZE(ctype) -1
+#define N4P_SUBKIND_U32(ctype) -1
+#define N4P_SUBKIND_I32(ctype) -1
+#define N4P_SUBKIND_U8(ctype) -1
+#define N4P_SUBKIND_F32(ctype) -1
+#define N4P_SUBKIND_CSTR(ctype) -1
+#define N4P_SUBKIND_PTR(ctype) -1
+#define N4P_SUBKIND_U64(ctype) -1
+#define N4P_SUBKIND_BOOLS(ctype) -1
+#define N4P_SUBKIND_U8I(ctype) -1
+#define N4P_SUBKIND_U8X4(ctype) -1
+#define N4P_SUBKIND_PTRX4(ctype) -1
+#define N4P_SUBKIND_SUB(ctype) N4P_TK_##ctype
 
 typedef struct {
     const char *name;
     size_t offset;
     size_t size;
-    int kind;
     double initial; /* what a new struct holds */
+    int kind;
+    int sub; /* F_SUB: the struct kind of the field */
 } field_t;
+
+/* An older layout of a struct the library fills (N4P_FIELD_BEFORE). */
+typedef struct {
+    int kind;
+    unsigned int lo, hi;
+    const char *name;
+    size_t offset;
+} old_field_t;
+
+static const old_field_t old_fields[] = {
+#define N4P_FIELD_BEFORE(Type, lo, hi, pyname, offset) {N4P_TK_##Type, lo, hi, #pyname, offset},
+#include "structs.def"
+};
 
 typedef struct {
     const char *name;
@@ -34,13 +70,15 @@ typedef struct {
     int nfields;
     int picklable;
     PyGetSetDef *getset; /* built at init from fields */
+    int is_union;
 } spec_t;
 
 typedef struct {
     PyObject_HEAD
     void *ptr;
     PyObject *owner;
-    PyObject *refs; /* dict: pinned bytes for char* fields */
+    PyObject *refs; /* dict: pinned bytes for char* fields, by address */
+    int view;       /* a SUB field's view: owner is the outer struct */
     int readonly;
     int kind;
     _Alignas(16) unsigned char storage[];
@@ -48,21 +86,27 @@ typedef struct {
 
 /* The fields of every struct (structs.def): Type_fields[]. */
 #define N4P_STRUCT(Type, PyName, KIND, picklable) static const field_t Type##_fields[] = {
+#define N4P_UNION N4P_STRUCT
 #define N4P_FIELD(Type, ctype, cname, pyname, kind, offset, initial, api) \
-    {#pyname, offsetof(Type, cname), sizeof(((Type *)0)->cname), F_##kind, (double)(initial)},
+    {#pyname, offsetof(Type, cname), sizeof(((Type *)0)->cname), (double)(initial), F_##kind, \
+     N4P_SUBKIND_##kind(ctype)},
 #define N4P_STRUCT_END(Type, size) };
 #include "structs.def"
 
 #define NF(a) (int)(sizeof(a) / sizeof((a)[0]))
 static spec_t specs[N4P_S_COUNT] = {
 #define N4P_STRUCT(Type, PyName, KIND, picklable) \
-    [N4P_S_##KIND] = {#PyName, sizeof(Type), Type##_fields, NF(Type##_fields), picklable, NULL},
+    [N4P_S_##KIND] = {#PyName, sizeof(Type), Type##_fields, NF(Type##_fields), picklable, NULL, 0},
+#define N4P_UNION(Type, PyName, KIND, picklable) \
+    [N4P_S_##KIND] = {#PyName, sizeof(Type), Type##_fields, NF(Type##_fields), picklable, NULL, 1},
 #define N4P_OPAQUE(Type, PyName, KIND, picklable) \
     [N4P_S_##KIND] = {#PyName, sizeof(Type), NULL, 0, picklable, NULL},
 #include "structs.def"
 };
 
 /* --------------------------------------------------------------- helpers */
+
+static void init_fields(const spec_t *sp, void *p);
 
 /* Write field f's initial value at q (f->size bytes, zeroed before). */
 static void
@@ -98,7 +142,10 @@ init_one(const field_t *f, char *q)
             memcpy(q, &x, sizeof x);
             break;
         }
-        default: /* pointers start NULL, arrays false */
+        case F_SUB:
+            init_fields(&specs[f->sub], q);
+            break;
+        default: /* pointers start NULL, arrays false or zero */
             break;
         }
 }
@@ -182,11 +229,6 @@ s_dealloc(sobj *self)
 /* ------------------------------------------------------ library layouts */
 
 enum { L_NCCL, L_RCCL };
-/* the struct kind of each C type */
-enum {
-#define N4P_STRUCT(Type, PyName, KIND, picklable) N4P_TK_##Type = N4P_S_##KIND,
-#include "structs.def"
-};
 
 typedef struct {
     int kind, family;
@@ -294,12 +336,119 @@ n4p_struct_from_library(int kind, const void *tmp, void *orig)
 
 /* ---------------------------------------------------------------- fields */
 
+/* Where field f is in self: its offset in the layout the struct's version
+ * field names (N4P_FIELD_BEFORE), 1; 0 when that layout lacks it; -1 with
+ * NcclInvalid for a version below every layout we know. */
+static int
+field_offset(const sobj *self, const field_t *f, size_t *off)
+{
+    *off = f->offset;
+    const spec_t *sp = &specs[self->kind];
+    unsigned int top = 0;
+    for (size_t i = 0; i < sizeof old_fields / sizeof old_fields[0]; i++)
+        if (old_fields[i].kind == self->kind && old_fields[i].hi > top)
+            top = old_fields[i].hi;
+    if (top == 0)
+        return 1;
+    unsigned int version = 0;
+    for (int i = 0; i < sp->nfields; i++)
+        if (strcmp(sp->fields[i].name, "version") == 0)
+            memcpy(&version, (const char *)self->ptr + sp->fields[i].offset, sizeof version);
+    if (version == 0 || version >= top) /* not filled yet, or the current layout */
+        return 1;
+    int known = 0;
+    for (size_t i = 0; i < sizeof old_fields / sizeof old_fields[0]; i++) {
+        const old_field_t *o = &old_fields[i];
+        if (o->kind != self->kind || version < o->lo || version >= o->hi)
+            continue;
+        known = 1;
+        if (strcmp(o->name, f->name) == 0) {
+            *off = o->offset;
+            return 1;
+        }
+    }
+    if (known)
+        return 0;
+    PyErr_Format(n4p_get_state(PyType_GetModule(Py_TYPE(self)))->nccl_invalid,
+                 "this %s was written in the layout of version %u, which nccl4py cannot read",
+                 sp->name, version);
+    return -1;
+}
+
+/* The struct that holds the pinned strings of self (the outermost one). */
+static sobj *
+pin_root(sobj *self)
+{
+    while (self->view)
+        self = (sobj *)self->owner;
+    return self;
+}
+
+/* Whether the string pointer at p is one this object set (for a union's
+ * string member, whose bytes may hold another member). */
+static int
+pinned_here(sobj *self, const char *p, const char *s)
+{
+    sobj *root = pin_root(self);
+    PyObject *key = root->refs ? PyLong_FromVoidPtr((void *)p) : NULL;
+    PyObject *b = key ? PyDict_GetItemWithError(root->refs, key) : NULL;
+    Py_XDECREF(key);
+    PyErr_Clear();
+    return b != NULL && PyBytes_Check(b) && PyBytes_AS_STRING(b) == s;
+}
+
+static PyObject *
+int_tuple(const char *p, size_t n, size_t width)
+{
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    for (size_t i = 0; t != NULL && i < n; i++) {
+        PyObject *v;
+        if (width == 1) {
+            v = PyLong_FromLong(((const unsigned char *)p)[i]);
+        } else {
+            void *x;
+            memcpy(&x, p + i * sizeof x, sizeof x);
+            v = PyLong_FromVoidPtr(x);
+        }
+        if (v == NULL)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, (Py_ssize_t)i, v);
+    }
+    return t;
+}
+
 static PyObject *
 field_get(sobj *self, void *closure)
 {
     const field_t *f = closure;
-    const char *p = (const char *)self->ptr + f->offset;
+    size_t off;
+    int at = field_offset(self, f, &off);
+    if (at <= 0) {
+        if (at < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    const char *p = (const char *)self->ptr + off;
     switch (f->kind) {
+    case F_U8I:
+        return PyLong_FromLong(*(const unsigned char *)p);
+    case F_U8X4:
+        return int_tuple(p, f->size, 1);
+    case F_PTRX4:
+        return int_tuple(p, f->size / sizeof(void *), sizeof(void *));
+    case F_SUB: {
+        /* a view of the inner struct that keeps this one alive */
+        PyTypeObject *tp = n4p_get_state(PyType_GetModule(Py_TYPE(self)))->struct_types[f->sub];
+        sobj *o = alloc_obj(tp, f->sub);
+        if (o == NULL)
+            return NULL;
+        o->ptr = (void *)p;
+        o->owner = Py_NewRef((PyObject *)self);
+        o->readonly = self->readonly;
+        o->view = 1;
+        return (PyObject *)o;
+    }
     case F_SIZE: {
         size_t v;
         memcpy(&v, p, sizeof v);
@@ -338,6 +487,9 @@ field_get(sobj *self, void *closure)
     case F_CSTR: {
         const char *s;
         memcpy(&s, p, sizeof s);
+        /* a union's bytes may hold another member: only a string set here is read */
+        if (specs[self->kind].is_union && s != NULL && !pinned_here(self, p, s))
+            Py_RETURN_NONE;
         return PyUnicode_DecodeUTF8(s ? s : "", s ? (Py_ssize_t)strlen(s) : 0, "replace");
     }
     case F_PTR: {
@@ -361,8 +513,61 @@ field_set(sobj *self, PyObject *value, void *closure)
         PyErr_Format(PyExc_ValueError, "This %s instance is read-only", specs[self->kind].name);
         return -1;
     }
-    char *p = (char *)self->ptr + f->offset;
+    size_t off;
+    int at = field_offset(self, f, &off);
+    if (at <= 0) {
+        if (at == 0)
+            PyErr_Format(PyExc_AttributeError, "this %s's layout has no field %s",
+                         specs[self->kind].name, f->name);
+        return -1;
+    }
+    char *p = (char *)self->ptr + off;
     switch (f->kind) {
+    case F_U8X4:
+    case F_PTRX4: {
+        size_t width = f->kind == F_U8X4 ? 1 : sizeof(void *), n = f->size / width;
+        PyObject *seq = PySequence_Fast(value, "");
+        if (seq == NULL || PySequence_Fast_GET_SIZE(seq) != (Py_ssize_t)n) {
+            Py_XDECREF(seq);
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "%s must be a sequence of %zu ints", f->name, n);
+            return -1;
+        }
+        unsigned char tmp[4 * sizeof(void *)] = {0};
+        for (size_t i = 0; i < n; i++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i);
+            int rc;
+            if (width == 1) {
+                int v = 0;
+                rc = n4p_arg_int(item, f->name, &v);
+                if (rc == 0 && (v < 0 || v > 255)) {
+                    PyErr_Format(PyExc_OverflowError, "%s must hold ints in 0..255", f->name);
+                    rc = -1;
+                }
+                tmp[i] = (unsigned char)v;
+            } else {
+                void *v = NULL;
+                rc = n4p_arg_ptr(item, f->name, &v);
+                memcpy(tmp + i * width, &v, width);
+            }
+            if (rc < 0) {
+                Py_DECREF(seq);
+                return -1;
+            }
+        }
+        Py_DECREF(seq);
+        memcpy(p, tmp, f->size);
+        return 0;
+    }
+    case F_SUB: {
+        n4p_state *st = n4p_get_state(PyType_GetModule(Py_TYPE(self)));
+        if (Py_TYPE(value) != st->struct_types[f->sub]) {
+            PyErr_Format(PyExc_TypeError, "%s must be a %s", f->name, specs[f->sub].name);
+            return -1;
+        }
+        memmove(p, ((sobj *)value)->ptr, f->size);
+        return 0;
+    }
     case F_SIZE: {
         size_t v;
         if (n4p_arg_size(value, f->name, &v) < 0)
@@ -384,7 +589,8 @@ field_set(sobj *self, PyObject *value, void *closure)
         memcpy(p, &v, sizeof v);
         return 0;
     }
-    case F_U8: {
+    case F_U8:
+    case F_U8I: {
         int v;
         if (n4p_arg_int(value, f->name, &v) < 0)
             return -1;
@@ -453,12 +659,17 @@ field_set(sobj *self, PyObject *value, void *closure)
                 return -1;
             s = PyBytes_AS_STRING(pinned);
         }
-        if (self->refs == NULL && (self->refs = PyDict_New()) == NULL) {
+        /* the bytes object stays alive as long as the struct points at it:
+         * pinned on the outermost struct (a view of a field is temporary) */
+        sobj *root = pin_root(self);
+        PyObject *key = PyLong_FromVoidPtr(p);
+        if (key == NULL || (root->refs == NULL && (root->refs = PyDict_New()) == NULL)) {
+            Py_XDECREF(key);
             Py_DECREF(pinned);
             return -1;
         }
-        /* the bytes object stays alive as long as the struct points at it */
-        int rc = PyDict_SetItemString(self->refs, f->name, pinned);
+        int rc = PyDict_SetItem(root->refs, key, pinned);
+        Py_DECREF(key);
         Py_DECREF(pinned);
         if (rc < 0)
             return -1;
@@ -855,13 +1066,15 @@ n4p_arg_struct_addr(n4p_state *st, int kind, PyObject *o, const char *name, int 
 }
 
 /* {name: (sizeof, [(field, offset, kind-letter)])} for the NumPy dtypes
- * ("?N": an array of N bools). */
+ * ("?N": an array of N bools, "u1x4" / "px4": 4 uint8 / addresses, "SName":
+ * the struct Name). */
 PyObject *
 n4p_struct_layouts(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(unused))
 {
     static const char *codes[] = {[F_SIZE] = "u8", [F_U32] = "u4", [F_I32] = "i4",
                                   [F_U8] = "u1", [F_F32] = "f4", [F_CSTR] = "p",
-                                  [F_PTR] = "p", [F_U64] = "u8", [F_BOOLS] = "?"};
+                                  [F_PTR] = "p", [F_U64] = "u8", [F_BOOLS] = "?",
+                                  [F_U8I] = "u1", [F_U8X4] = "u1x4", [F_PTRX4] = "px4"};
     PyObject *d = PyDict_New();
     if (d == NULL)
         return NULL;
@@ -873,6 +1086,7 @@ n4p_struct_layouts(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(unused))
         for (int i = 0; i < sp->nfields; i++) {
             const field_t *f = &sp->fields[i];
             PyObject *code = f->kind == F_BOOLS ? PyUnicode_FromFormat("?%zu", f->size)
+                             : f->kind == F_SUB ? PyUnicode_FromFormat("S%s", specs[f->sub].name)
                                                 : PyUnicode_FromString(codes[f->kind]);
             PyObject *t = code ? Py_BuildValue("(snN)", f->name, (Py_ssize_t)f->offset, code) : NULL;
             if (t == NULL) {

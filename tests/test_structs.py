@@ -49,6 +49,23 @@ EXPECTED = {
     "CftBarrierHandle": (8, {"buf_handle": 0, "n_barriers": 4}),
     "LLA2AHandle": (8, {"buf_handle": 0, "n_slots": 4}),
     "ResourceWindowVidmem": (16, {"lsa_flat_base": 0, "stride4g": 8, "mc_offset4k": 12}),
+    "ConfigExt": (24, {"next": 0, "key": 8, "val": 16}),
+    "ConfigExtKey": (8, {"vendor_id": 0, "option_id": 4}),
+    "ConfigExtVal": (8, {"i": 0, "s": 0, "raw": 0}),
+    "TeamRequirements": (32, {"next": 0, "team": 8, "multimem": 20, "out_multimem_handle": 24}),
+    "DevComm": (248, {
+        "magic": 0, "version": 4, "rank": 8, "n_ranks": 12, "n_ranks_rcp32": 16, "lsa_rank": 20,
+        "lsa_size": 24, "lsa_size_rcp32": 28, "window_table": 32, "resource_window": 40,
+        "resource_window_inlined": 48, "hybrid_dense_gin_barrier": 64, "lsa_multimem": 72,
+        "lsa_barrier": 80, "rail_gin_barrier": 88, "gin_connection_count": 96,
+        "backend_index": 97, "gin_net_device_types": 98, "gin_handles": 104,
+        "gin_signal_count": 136, "gin_counter_count": 140, "gin_signal_shadows": 144,
+        "gin_context_count": 152, "gin_connection_stride": 156, "gin_context_stride": 160,
+        "gin_strong_legacy_signals": 164, "abort_flag": 168, "hybrid_lsa_barrier": 176,
+        "hybrid_rail_gin_barrier": 184, "world_gin_barrier": 192,
+        "gin_connection_stride_rcp32": 200, "cft_rank": 204, "cft_size": 208,
+        "cft_multimem_rank": 212, "cft_multimem_size": 216, "cft_multimem_size_rcp32": 220,
+        "uc_le_id": 224, "mc_le_id": 228, "cft_barrier": 232, "cft_multimem_barrier": 240}),
     "DevResourceRequirements": (56, {
         "next": 0, "buffer_size": 8, "buffer_align": 16, "out_buffer_handle": 24,
         "gin_signal_count": 32, "gin_counter_count": 36, "out_gin_signal_start": 40,
@@ -233,3 +250,83 @@ def test_layout_against_real_header(tmp_path):
     assert out["SimInfo"] == [24, 16]
     assert out["UniqueId"] == [128]
     assert out["WaitSignalDesc"] == [16, 12]
+
+
+def test_upstream_0_6_names_resolve():
+    """Every public name of nccl4py 0.6.0's nccl.bindings.nccl (classes with
+    their public attributes) exists here; the struct dtypes are module-level
+    attributes built on first use."""
+    import nccl.bindings.nccl as m
+
+    path = Path(__file__).parent / "data" / "upstream-0.6.0-bindings-names.txt"
+    names = [n for n in path.read_text().splitlines() if n and not n.startswith("#")]
+    assert len(names) > 500
+
+    def resolves(name):
+        obj = m
+        for part in name.split("."):
+            if not hasattr(obj, part):
+                return False
+            obj = getattr(obj, part)
+        return True
+
+    assert [n for n in names if not resolves(n)] == []
+
+
+def test_nested_fields_are_views_of_the_outer_struct():
+    t = b.TeamRequirements()
+    t.team.n_ranks, t.team.rank = 4, 1
+    assert bytes(t)[8:16] == (4).to_bytes(4, "little") + (1).to_bytes(4, "little")
+    team = b.Team()
+    team.stride = 3
+    t.team = team
+    assert (t.team.n_ranks, t.team.stride) == (0, 3)
+    with pytest.raises(TypeError, match="team must be a Team"):
+        t.team = b.MultimemHandle()
+    t.multimem = True
+    assert t.multimem is True and bytes(t)[20] == 1
+
+
+def test_config_ext_string_survives_its_view():
+    import ctypes
+    import gc
+
+    e = b.ConfigExt()
+    e.key.vendor_id, e.key.option_id = 7, 2
+    e.val.s = "vendor-" + "x" * 50
+    gc.collect()
+    addr = int.from_bytes(bytes(e)[16:24], "little")
+    assert ctypes.string_at(addr).decode() == "vendor-" + "x" * 50
+    assert e.val.s == "vendor-" + "x" * 50
+    e.val.i = 5  # the union's other member: the string is no longer there
+    assert e.val.s is None and e.val.i == 5
+    assert b.config_ext_dtype.itemsize == 24
+
+
+def _devcomm(version, fill):
+    raw = bytearray(248)
+    raw[0:4] = (0xCAFEBEEF).to_bytes(4, "little")
+    raw[4:8] = version.to_bytes(4, "little")
+    for off, value in fill.items():
+        raw[off:off + 4] = value.to_bytes(4, "little")
+    return b.DevComm.from_bytes(bytes(raw))
+
+
+def test_dev_comm_read_in_the_layout_of_its_version():
+    # 2.31+ layout: lsaBarrier at 80, ginContextCount at 152, cftRank at 204
+    d = _devcomm(23203, {8: 2, 80: 11, 84: 5, 152: 4, 204: 9})
+    assert (d.rank, d.lsa_barrier.buf_handle, d.lsa_barrier.n_barriers) == (2, 11, 5)
+    assert (d.gin_context_count, d.cft_rank) == (4, 9)
+    # NCCL 2.30 layout (240 bytes): lsaBarrier at 128, ginContextCount at 200, no cft fields
+    for version in (23004, 23007):
+        d = _devcomm(version, {8: 2, 128: 11, 132: 5, 200: 4, 204: 0x100})  # byte 205: 1
+        assert (d.rank, d.lsa_barrier.buf_handle, d.lsa_barrier.n_barriers) == (2, 11, 5)
+        assert d.gin_context_count == 4
+        assert d.cft_rank is None and d.resource_window_inlined is None
+        assert d.gin_strong_legacy_signals is (True if version == 23007 else None)
+    from nccl._errors import NcclInvalid
+
+    with pytest.raises(NcclInvalid, match="layout of version 22907"):
+        _devcomm(22907, {}).rank
+    fresh = b.DevComm()  # not filled by a library: version 0, the current layout
+    assert fresh.rank == 0 and fresh.gin_handles == (0, 0, 0, 0)

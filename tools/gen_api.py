@@ -876,6 +876,8 @@ def _record_stmt(p: Param, e: Entry) -> list[str]:
         s = [f'    rec(" {n}={k}:0x%llx", (unsigned long long)(uintptr_t){n});']
         if k in ("config", "cuid_ptr", "uid_array", "sigdesc", "devreqs", "collconfig"):
             s.append(f"    if (stub_deref && {n}) rec_bytes(\"{n}\", {n}, sizeof(*{n}));")
+        if k == "devreqs":
+            s.append(f"    if (stub_deref && {n}) rec_chains({n});")
         return s
     if k == "size":
         return [f'    rec(" {n}={k}:%llu", (unsigned long long){n});']
@@ -886,6 +888,29 @@ def _record_stmt(p: Param, e: Entry) -> list[str]:
     if k == "uid":
         return [f'    rec(" {n}={k}:");', f"    rec_hex(&{n}, sizeof {n});"]
     raise AssertionError(k)
+
+
+def _stub_requirement(e: Entry) -> str:
+    """The C statements a *CreateRequirement of the stub fills its outReq with."""
+    kinds = {p.kind: p.name for p in e.params}
+    req = kinds.get("resreq", "")
+    # only into memory the test says is real (stub_deref), never through fake pointers
+    return f"if (stub_deref) {{ {_stub_requirement_fill(kinds, req)} }}"
+
+
+def _stub_requirement_fill(kinds: dict[str, str], req: str) -> str:
+    if "lsabar" in kinds:
+        h = kinds["lsabar"]
+        return (f"{h}->nBarriers = nBarriers; {req}->bufferSize = 64u * (size_t)nBarriers; "
+                f"{req}->bufferAlign = 16; {req}->outBufferHandle = &{h}->bufHandle;")
+    if "ginbar" in kinds:
+        h = kinds["ginbar"]
+        return (f"{req}->ginSignalCount = nBarriers; {req}->outGinSignalStart = &{h}->signal0;")
+    if "lla2a" in kinds:
+        h = kinds["lla2a"]
+        return (f"{h}->nSlots = (uint32_t)nSlots; {req}->bufferSize = 32u * (size_t)nSlots; "
+                f"{req}->bufferAlign = 16; {req}->outBufferHandle = &{h}->bufHandle;")
+    return ""
 
 
 def _out_stmt(p: Param, idx: int, e: Entry) -> list[str]:
@@ -931,7 +956,14 @@ def _out_stmt(p: Param, idx: int, e: Entry) -> list[str]:
         "props": f"{n}->rank = 3; {n}->nRanks = 8; {n}->cudaDev = 5; {n}->nvmlDev = 6; "
                  f"{n}->ginType = (ncclGinType_t)5; {n}->railedGinType = (ncclGinType_t)4; "
                  f"{n}->deviceApiSupport = 1; {n}->nLsaTeams = 2;",
-        "devcomm_out": f"memset({n}->opaque, 0xab, 16);",
+        # what a library writes: the header (its layout is the one reqs->version names),
+        # fields at the same offset in every layout, and the handles the chains ask for
+        "devcomm_out": f"{n}->magic = NCCL_API_MAGIC; "
+                       f"{n}->version = stub_deref && reqs ? reqs->version : 0; "
+                       f"{n}->rank = 3; {n}->nRanks = 8; {n}->lsaRank = 1; {n}->lsaSize = 4; "
+                       "if (stub_deref) stub_fill_chains(reqs);",
+        # what a *CreateRequirement writes: the resource and where its handle goes
+        "resreq": _stub_requirement(e),
     }.get(k)
     if fill is None:
         return []
@@ -990,6 +1022,40 @@ static void rec_bytes(const char *name, const void *p, size_t n)
 {
     rec(" *%s=", name);
     rec_hex(p, n);
+}
+
+/* The team and resource chains of device-communicator requirements:
+ * " teams=nRanks,rank,stride,multimem,hasHandle;..." and
+ * " resources=bufferSize,bufferAlign,ginSignalCount,ginCounterCount;..." */
+static void rec_chains(const ncclDevCommRequirements_t *r)
+{
+    rec(" teams=");
+    for (const ncclTeamRequirements_t *t = r->teamRequirementsList; t; t = t->next)
+        rec("%s%d,%d,%d,%d,%d", t == r->teamRequirementsList ? "" : ";", t->team.nRanks,
+            t->team.rank, t->team.stride, (int)t->multimem, t->outMultimemHandle != NULL);
+    rec(" resources=");
+    for (const ncclDevResourceRequirements_t *q = r->resourceRequirementsList; q; q = q->next)
+        rec("%s%zu,%zu,%d,%d", q == r->resourceRequirementsList ? "" : ";", q->bufferSize,
+            q->bufferAlign, q->ginSignalCount, q->ginCounterCount);
+}
+
+/* ncclDevCommCreate's handles: the i-th resource gets buffer handle 0x100 + i
+ * and signal start 0x200 + i, the i-th multimem team base STUB_OUT_BASE + 0x1000 + i. */
+static void stub_fill_chains(const ncclDevCommRequirements_t *r)
+{
+    if (r == NULL)
+        return;
+    unsigned i = 0;
+    for (const ncclDevResourceRequirements_t *q = r->resourceRequirementsList; q; q = q->next, i++) {
+        if (q->outBufferHandle)
+            *q->outBufferHandle = 0x100u + i;
+        if (q->outGinSignalStart)
+            *q->outGinSignalStart = 0x200u + i;
+    }
+    i = 0;
+    for (const ncclTeamRequirements_t *t = r->teamRequirementsList; t; t = t->next, i++)
+        if (t->outMultimemHandle)
+            t->outMultimemHandle->mcBasePtr = (void *)(uintptr_t)(STUB_OUT_BASE + 0x1000u + i);
 }
 
 static void begin(const char *name)

@@ -26,12 +26,12 @@ How a fact flows:
 * A struct field is one N4P_FIELD line.  C: nccl_api.h declares the struct
   and checks every offset and size at compile time; structs.c builds the
   accessor, initial value and layout of each field.  Python:
-  nccl/core/config.py (checks of NCCLConfig, the fields of
-  NCCLDevCommRequirements and WaitSignalDesc), nccl/core/communicator.py (the
-  properties read from ncclCommProperties_t), nccl/core/properties.py (the
-  fields of NCCLCommProperties: those past the oldest N4P_LAYOUT of the
-  struct are None where the library does not report them), and
-  nccl/_nccl.pyi (the
+  nccl/core/config.py (checks of NCCLConfig, the fields of WaitSignalDesc),
+  nccl/core/requirements.py (the fields of NCCLDevCommRequirements),
+  nccl/core/communicator.py (the properties read from ncclCommProperties_t),
+  nccl/core/properties.py (the fields of NCCLCommProperties: those past the
+  oldest N4P_LAYOUT of the struct are None where the library does not report
+  them), and nccl/_nccl.pyi (the
   struct classes, from render_pyi_structs()).
 * A collective is one N4P_COLL line (and its N4P_COLL_DOC line).  C:
   communicator.c parses, checks, calls and keeps alive every call from its
@@ -197,7 +197,9 @@ def gen_dtype_constants(types: list[DType]) -> list[str]:
 
 # field kind -> (Python type of the stub, getter conversion of nccl.core)
 KINDS = {"SIZE": "int", "U32": "int", "I32": "int", "U8": "int", "F32": "float",
-         "CSTR": "str", "PTR": "int", "U64": "int", "BOOLS": "tuple[bool, ...]"}
+         "CSTR": "str", "PTR": "int", "U64": "int", "BOOLS": "tuple[bool, ...]",
+         "U8I": "int", "U8X4": "tuple[int, ...]", "PTRX4": "tuple[int, ...]",
+         "SUB": "_Struct"}  # SUB: the class of the field's C type
 # C enum types of fields -> the nccl.core enum a property returns
 ENUMS = {"ncclGinType_t": "decode_gin_type"}  # the decoder of each enum field
 
@@ -229,12 +231,14 @@ class Struct:
     picklable: bool
     fields: list[Field] = field(default_factory=list)
     size: int | None = None  # None: opaque (no fields)
+    # N4P_FIELD_BEFORE: (lo, hi) -> {field: offset} of the older layouts
+    older: dict[tuple[int, int], dict[str, int]] = field(default_factory=dict)
 
 
 def parse_structs(path: Path = SRC / "structs.def") -> list[Struct]:
     structs: list[Struct] = []
     for macro, a in macro_calls(path):
-        if macro in ("N4P_STRUCT", "N4P_OPAQUE"):
+        if macro in ("N4P_STRUCT", "N4P_OPAQUE", "N4P_UNION"):
             structs.append(Struct(a[0], a[1], a[2], a[3] == "1"))
         elif macro == "N4P_FIELD":
             t, ctype, cname, pyname, kind, offset, _initial, api = a
@@ -243,6 +247,16 @@ def parse_structs(path: Path = SRC / "structs.def") -> list[Struct]:
             structs[-1].fields.append(Field(ctype, cname, pyname, kind, int(offset), api))
         elif macro == "N4P_STRUCT_END":
             structs[-1].size = int(a[1])
+        elif macro == "N4P_FIELD_BEFORE":
+            s = next(s for s in structs if s.ctype == a[0])
+            if a[3] not in {f.pyname for f in s.fields}:
+                raise SystemExit(f"{path}: N4P_FIELD_BEFORE of an unknown field {a}")
+            s.older.setdefault((int(a[1]), int(a[2])), {})[a[3]] = int(a[4])
+    by_ctype = {s.ctype: s.pyname for s in structs}
+    for s in structs:
+        for f in s.fields:
+            if f.kind == "SUB" and f.ctype not in by_ctype:
+                raise SystemExit(f"{path}: {s.ctype}.{f.cname} is not a struct of the table")
     return structs
 
 
@@ -293,9 +307,6 @@ def gen_config_fields(structs: list[Struct]) -> list[str]:
              "_CONFIG_CHECKS: dict[str, tuple[Any, ...]] = {"]
     lines += [f'    "{f.pyname}": {check},' for f, check, _ in _config_fields(structs)]
     lines.append("}")
-    dev = [f.pyname for f in _struct(structs, "DevCommRequirements").fields if f.api_kind == "INDEX"]
-    lines.append("# NCCLDevCommRequirements: the fields it sets (the struct checks each range)")
-    lines += _wrap("_DEV_FIELDS = (", [f'"{n}"' for n in dev], ")")
     args = [(f.api_args[0], f.pyname) for f in _struct(structs, "WaitSignalDesc").fields]
     lines.append("# WaitSignalDesc: (its field, the ncclWaitSignalDesc_t field)")
     lines += _wrap("_WAIT_SIGNAL_FIELDS = (", [f'("{a}", "{c}")' for a, c in args], ")")
@@ -305,6 +316,12 @@ def gen_config_fields(structs: list[Struct]) -> list[str]:
 def gen_config_class(structs: list[Struct]) -> list[str]:
     """The dataclass fields of NCCLConfig (None: the library's default)."""
     return [f"{f.pyname}: {typ} | None = None" for f, _, typ in _config_fields(structs)]
+
+
+def gen_dev_fields(structs: list[Struct]) -> list[str]:
+    dev = [f.pyname for f in _struct(structs, "DevCommRequirements").fields if f.api_kind == "INDEX"]
+    lines = ["# NCCLDevCommRequirements: the struct fields it may set (the struct checks each range)"]
+    return lines + _wrap("_DEV_FIELDS = (", [f'"{n}"' for n in dev], ")")
 
 
 def gen_wait_signal_fields(structs: list[Struct]) -> list[str]:
@@ -372,13 +389,20 @@ def _pyi_field(f: Field) -> list[str]:
                 f"def {f.pyname}(self) -> str: ...{note}",
                 f"@{f.pyname}.setter",
                 f"def {f.pyname}(self, value: str | None) -> None: ..."]
+    if f.kind == "SUB":
+        return [f"{f.pyname}: {_SUB_CLASSES[f.ctype]}{note}"]
     return [f"{f.pyname}: {KINDS[f.kind]}{note}"]
+
+
+_SUB_CLASSES: dict[str, str] = {}  # C type -> class, filled by render_pyi_structs
 
 
 def render_pyi_structs(structs: list[Struct] | None = None) -> str:
     """The struct classes of nccl/_nccl.pyi (they derive from its _Struct)."""
     out = []
-    for s in structs if structs is not None else parse_structs():
+    structs = structs if structs is not None else parse_structs()
+    _SUB_CLASSES.update({s.ctype: s.pyname for s in structs})
+    for s in structs:
         size = f"{s.size} bytes" if s.size is not None else "opaque bytes"
         out.append(f"class {s.pyname}(_Struct):")
         out.append(f'    """``{s.ctype}`` ({size})."""')
@@ -612,6 +636,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
         "nccl/core/config.py": {"fields": gen_config_fields(structs),
                                 "NCCLConfig": gen_config_class(structs),
                                 "WaitSignalDesc": gen_wait_signal_fields(structs)},
+        "nccl/core/requirements.py": {"fields": gen_dev_fields(structs)},
         "nccl/core/communicator.py": {"properties": gen_comm_properties(structs)},
         "nccl/core/properties.py": {"fields": gen_properties_fields(
             structs, oldest_layout(root / "src" / "structs.def", "ncclCommProperties_t"))},

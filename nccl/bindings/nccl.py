@@ -46,10 +46,16 @@ def _make_dtype(struct_name: str):
         return np.dtype({"names": ["internal"], "formats": [(np.int8, size)], "offsets": [0],
                          "itemsize": size})
     fmt = {"u8": np.uint64, "u4": np.uint32, "i4": np.int32, "u1": np.uint8, "f4": np.float32,
-           "p": np.intp}
-    return np.dtype({"names": [f[0] for f in fields],
-                     "formats": [(np.bool_, (int(f[2][1:]),)) if f[2][0] == "?" else fmt[f[2]]
-                                 for f in fields],
+           "p": np.intp, "u1x4": (np.uint8, (4,)), "px4": (np.intp, (4,))}
+
+    def one(code: str):
+        if code[0] == "?":
+            return (np.bool_, (int(code[1:]),))
+        if code[0] == "S":  # a struct of the table
+            return _make_dtype(code[1:])
+        return fmt[code]
+
+    return np.dtype({"names": [f[0] for f in fields], "formats": [one(f[2]) for f in fields],
                      "offsets": [f[1] for f in fields], "itemsize": size})
 
 

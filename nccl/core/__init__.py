@@ -22,6 +22,7 @@ from .coll_config import NCCLCollConfig, VendorOption
 from .config import NCCLConfig, NCCLDevCommRequirements, WaitSignalDesc
 from .communicator import CPUDevice, Communicator
 from .resources import CustomRedOp, DevCommResource, RegisteredBufferHandle, RegisteredWindowHandle
+from .devhandles import CftLeInfo, GinBarrierHandle, LLA2AHandle, LsaBarrierHandle, MultimemHandle
 from .group import GroupSimInfo, group, group_end, group_simulate_end, group_start
 from .utils import (LibraryInfo, UniqueId, Version, VersionInfo, __version__, get_error_string,
                     get_lib_path, get_lib_version, get_unique_id, get_version, show_versions)
@@ -35,6 +36,7 @@ __all__ = [*_typing_all, *_constants_all,
            "params", "dump_params", "set_encryption",
            "NCCLConfig", "WaitSignalDesc", "NCCLDevCommRequirements", "Communicator", "CPUDevice",
            "RegisteredBufferHandle", "RegisteredWindowHandle", "CustomRedOp", "DevCommResource",
+           "MultimemHandle", "LsaBarrierHandle", "GinBarrierHandle", "LLA2AHandle", "CftLeInfo",
            "group", "group_start", "group_end", "group_simulate_end", "GroupSimInfo",
            "__version__", "LibraryInfo", "VersionInfo", "get_version", "show_versions",
            "Version", "get_lib_version", "get_lib_path", "UniqueId",

@@ -31,6 +31,7 @@ from nccl import bindings as _b
 from nccl._errors import NcclInvalid
 
 from .config import NCCLConfig, NCCLDevCommRequirements, WaitSignalDesc
+from .requirements import _Typed, build_requirements
 from .constants import CommShrinkFlag, CommSuspendFlag, WindowFlag
 from .resources import (CommResource, CustomRedOp, DevCommResource, RegisteredBufferHandle,
                         RegisteredWindowHandle)
@@ -568,10 +569,14 @@ class Communicator(_nccl._CommunicatorBase):
         op._scalar_array = scalar  # read at every use: keep it alive
         return self._track(op)
 
-    def create_dev_comm(self, requirements: NCCLDevCommRequirements | None = None) -> DevCommResource:
-        reqs = requirements if requirements is not None else NCCLDevCommRequirements()
+    def create_dev_comm(self, requirements: _Typed | None = None) -> DevCommResource:
+        req = requirements if requirements is not None else NCCLDevCommRequirements()
+        if not isinstance(req, NCCLDevCommRequirements):
+            raise TypeError("requirements must be an NCCLDevCommRequirements, not "
+                            f"{type(req).__name__}")
         with self._using("create device communicator") as comm:
-            res = DevCommResource(comm, reqs.ptr)
+            reqs = build_requirements(comm, req)
+            res = DevCommResource(comm, reqs)
             self._queued(res, reqs)  # inside a group: filled at the group end
         return self._track(res)
 

@@ -6,7 +6,6 @@ assignment, also after construction.
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
@@ -16,6 +15,7 @@ from nccl._errors import NcclInvalid
 
 from .constants import CTAPolicy
 from .enums import NcclHostCftMode, NcclNvlsHostMode
+from .requirements import NCCLDevCommRequirements
 
 __all__ = ["NCCLConfig", "WaitSignalDesc", "NCCLDevCommRequirements"]
 
@@ -73,14 +73,6 @@ _CONFIG_CHECKS: dict[str, tuple[Any, ...]] = {
     "host_cft_mode": ("int", 0, None, NcclHostCftMode),
     "nvls_host_mode": ("int", 0, None, NcclNvlsHostMode),
 }
-# NCCLDevCommRequirements: the fields it sets (the struct checks each range)
-_DEV_FIELDS = ("lsa_multimem", "barrier_count", "lsa_barrier_count", "rail_gin_barrier_count",
-               "lsa_ll_a2a_block_count", "lsa_ll_a2a_slot_count", "gin_force_enable",
-               "gin_context_count", "gin_signal_count", "gin_counter_count", "gin_connection_type",
-               "gin_exclusive_contexts", "gin_queue_depth", "gin_traffic_class",
-               "world_gin_barrier_count", "gin_strong_signals_required", "gin_va_signals_required",
-               "gin_custom_stride", "gin_type", "use_runtime_version", "cft_caps",
-               "cft_barrier_count")
 # WaitSignalDesc: (its field, the ncclWaitSignalDesc_t field)
 _WAIT_SIGNAL_FIELDS = (("op_count", "op_cnt"), ("peer", "peer"), ("signal_index", "sig_idx"),
                        ("context", "ctx"))
@@ -204,39 +196,3 @@ class WaitSignalDesc:
         for name, cname in _WAIT_SIGNAL_FIELDS:
             setattr(d, cname, getattr(self, name))
         return d
-
-
-_DEV_IGNORED = ("gin_strong_signals_required", "gin_va_signals_required")
-
-
-class NCCLDevCommRequirements:
-    """Requirements of a device communicator (``ncclDevCommRequirements_t``);
-    keyword-only; ``None`` keeps the initializer's default."""
-
-    def __init__(self, **fields: Any):
-        self._lowpp = _b.DevCommRequirements()
-        self._values: dict[str, Any] = {}
-        for name, value in fields.items():
-            if name in _DEV_IGNORED:
-                self._values[name] = value
-                continue
-            if name not in _DEV_FIELDS:
-                raise TypeError(f"NCCLDevCommRequirements got an unexpected field {name!r}")
-            if value is not None:
-                setattr(self._lowpp, name, operator.index(value))
-                self._values[name] = value
-
-    def __getattr__(self, name: str) -> Any:
-        if name in _DEV_FIELDS:
-            return getattr(self._lowpp, name)
-        if name in _DEV_IGNORED:
-            return self._values.get(name)
-        raise AttributeError(name)
-
-    @property
-    def ptr(self) -> int:
-        return self._lowpp.ptr
-
-    def __repr__(self) -> str:
-        return "<NCCLDevCommRequirements: " + (", ".join(
-            f"{k}={v!r}" for k, v in self._values.items()) or "defaults") + ">"

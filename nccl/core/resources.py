@@ -16,6 +16,7 @@ from nccl import bindings as _b
 from nccl._errors import NcclInvalid
 
 from .constants import WindowFlag
+from .devhandles import CftLeInfo, view_of
 from .typing import NcclDataType
 
 __all__ = ["RegisteredBufferHandle", "RegisteredWindowHandle", "CustomRedOp", "DevCommResource"]
@@ -121,6 +122,20 @@ class RegisteredWindowHandle(CommResource):
     def get_peer_device_pointer(self, peer: int, offset: int = 0) -> int | None:
         return _b.get_peer_device_pointer(self.handle, offset, peer) or None
 
+    def get_multimem_device_pointer(self, multimem: Any, offset: int = 0) -> int | None:
+        """The multicast address of offset for the team of ``multimem`` (a
+        MultimemHandle of a device communicator)."""
+        return _b.get_multimem_device_pointer(self.handle, offset, multimem._lowpp) or None
+
+    def get_multimem_le_info(self, offset: int = 0) -> CftLeInfo:
+        return CftLeInfo(*_b.get_multimem_device_le_info(self.handle, offset))
+
+    def get_cft_le_info(self, peer_cft: int, cft_team: Any, offset: int = 0) -> CftLeInfo:
+        return CftLeInfo(*_b.get_cft_device_le_info(self.handle, offset, peer_cft, cft_team))
+
+    def get_peer_le_info(self, peer: int, offset: int = 0) -> CftLeInfo:
+        return CftLeInfo(*_b.get_peer_device_le_info(self.handle, offset, peer))
+
     def _deallocate(self) -> None:
         # Inside a group the library may still fill the handle: deregister then.
         if not self._box.ptr and _nccl._group_defer(self._deregister):
@@ -169,11 +184,29 @@ class CustomRedOp(CommResource):
 
 
 class DevCommResource(CommResource):
-    """A device communicator (``ncclDevCommCreate``)."""
+    """A device communicator (``ncclDevCommCreate``).  ``requirements`` is the
+    address of a requirements struct, or the structs nccl.core built for it
+    (with their team and resource chains and the handles the library fills):
+    they stay alive as long as this object."""
 
-    def __init__(self, comm_ptr: int, requirements_ptr: int):
+    def __init__(self, comm_ptr: int, requirements: Any):
         super().__init__(comm_ptr)
-        self._dev_comm = _b.dev_comm_create(self._comm, requirements_ptr)
+        self._reqs = requirements if not isinstance(requirements, int) else None
+        self._dev_comm = _b.dev_comm_create(self._comm, requirements if self._reqs is None
+                                            else requirements.ptr)
+
+    @property
+    def resource_handles(self) -> tuple:
+        """The handles of ``requirements.resources``, in their order."""
+        return tuple(view_of(h) for h in getattr(self._reqs, "handles", ()))
+
+    def multimem_handle(self, team: Any) -> Any:
+        """The multimem handle of a team its requirements asked multimem for."""
+        handles = getattr(self._reqs, "multimem", {})
+        if team not in handles:
+            raise KeyError(f"no multimem handle for {team!r}; it was not requested with "
+                           "multimem=True in this device communicator's requirements")
+        return view_of(handles[team])
 
     @property
     def dev_comm(self):
