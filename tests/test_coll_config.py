@@ -21,6 +21,10 @@ def test_is_a_keyword_only_dataclass_with_0_6_fields():
     assert dataclasses.replace(c, max_ctas=4).max_ctas == 4
     assert dataclasses.asdict(c)["alg_selection"] == "ring"
     assert c == NCCLCollConfig(min_ctas=2, alg_selection="ring")
+    # every field has its default on the class, as in nccl4py 0.6
+    assert {f.name: getattr(NCCLCollConfig, f.name) for f in dataclasses.fields(NCCLCollConfig)} \
+        == {f.name: () if f.name == "vendor_options" else None
+            for f in dataclasses.fields(NCCLCollConfig)}
 
 
 @pytest.mark.parametrize("kwargs,message", [

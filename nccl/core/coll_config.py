@@ -9,7 +9,7 @@ nccl4py 0.6's messages; its values are then written into an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from nccl._errors import NcclInvalid
@@ -75,7 +75,7 @@ class NCCLCollConfig:
     cta_policy: CTAPolicy | None = None
     user_profiler_tag: int | None = None
     launch_completion_event: NcclEventSpec | None = None
-    vendor_options: Sequence[VendorOption] = field(default_factory=tuple)
+    vendor_options: Sequence[VendorOption] = ()
 
     def __post_init__(self) -> None:
         _check_vendor_options(self.vendor_options)
