@@ -415,12 +415,14 @@ n4p_parse_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t k = 0; k < nkw; k++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-        const char *ks = PyUnicode_AsUTF8(key);
+        /* keyword names are str; the ASCII ones (all of ours) are read in place */
+        const char *ks = PyUnicode_IS_COMPACT_ASCII(key) ? (const char *)PyUnicode_DATA(key)
+                                                          : PyUnicode_AsUTF8(key);
         if (ks == NULL)
             return -1;
         Py_ssize_t slot = -1;
         for (Py_ssize_t i = 0; i < maxargs; i++) {
-            if (strcmp(kw[i], ks) == 0) {
+            if (kw[i][0] == ks[0] && strcmp(kw[i], ks) == 0) {
                 slot = i;
                 break;
             }

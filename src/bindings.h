@@ -60,6 +60,7 @@ typedef struct {
     PyObject *str_array_interface; /* "__array_interface__" */
     PyObject *str_cuda_stream;     /* "__cuda_stream__" */
     PyObject *str_lowpp;           /* "_lowpp" (communicator.c: config=) */
+    PyObject *str_config;          /* "config" (communicator.c: config=None) */
     PyObject *dlpack_kwnames;      /* ("stream", "max_version") */
     PyObject *dlpack_max_version;  /* (1, 1) */
     PyObject *gpu_runtime_error;   /* gpu_runtime.c: GpuRuntimeError */

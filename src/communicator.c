@@ -238,6 +238,12 @@ parse_call(PyObject *mod, commobj *self, const coll_t *d, n4p_job *j, PyObject *
                      d->name, d->positional, nargs);
         return -1;
     }
+    /* config=None alone is the plain call, parsed as one: the name from the
+     * caller's code object is the interned "config" (any other spelling takes
+     * the general path, with the same result) */
+    if (kwnames != NULL && d->at[A_CONFIG] >= 0 && PyTuple_GET_SIZE(kwnames) == 1 &&
+        args[nargs] == Py_None && PyTuple_GET_ITEM(kwnames, 0) == n4p_get_state(mod)->str_config)
+        kwnames = NULL;
     if (n4p_parse_args(args, nargs, kwnames, d->name, d->kw, d->required, d->nargs, j->args) < 0)
         return -1;
     j->at = d->at;
@@ -551,5 +557,8 @@ n4p_init_communicator(PyObject *mod, n4p_state *st)
     if (tp == NULL)
         return -1;
     st->comm_base_type = (PyTypeObject *)tp;
+    st->str_config = PyUnicode_InternFromString("config");
+    if (st->str_config == NULL)
+        return -1;
     return PyModule_AddObjectRef(mod, "_CommunicatorBase", tp);
 }

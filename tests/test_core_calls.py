@@ -36,6 +36,28 @@ def test_allreduce_reaches_the_abi(stub):
     assert r["sendbuff"][5:] == r["recvbuff"][4:] and r["stream"] == "stream:0x55"
 
 
+def test_config_none_is_the_plain_call_in_every_spelling(stub):
+    comm = nc.Communicator(COMM)
+    x = np.arange(10, dtype=np.float32)
+    y = np.zeros(10, np.float32)
+    comm.allreduce(x, y, nc.MAX)
+    plain = record(stub)
+    built = "".join(["con", "fig"])  # not the interned name of a call site
+    for call in (lambda: comm.allreduce(x, y, nc.MAX, config=None),
+                 lambda: comm.allreduce(x, y, nc.MAX, **{built: None}),
+                 lambda: comm.allreduce(x, y, nc.MAX, config=None, stream=None),
+                 lambda: comm.allreduce(x, y, op=nc.MAX, config=None)):
+        stub.nccl4pyStubReset()
+        call()
+        assert record(stub) == plain
+    comm.allreduce(x, y, nc.MAX, config=nc.NCCLCollConfig())
+    assert record(stub)["fn"] == "ncclAllReduceConfig"
+    with pytest.raises(TypeError, match="multiple values"):
+        comm.allreduce(x, y, nc.MAX, op=nc.SUM, config=None)
+    with pytest.raises(TypeError, match="config"):
+        comm.send(x, 1, config=None)  # send has no config=
+
+
 def test_dtypes_and_specs_reach_the_abi(stub):
     import ml_dtypes
 
