@@ -96,6 +96,24 @@ def test_core_uses_the_field_table():
     assert (d.peer, d.op_cnt, d.sig_idx, d.ctx) == (3, 2, 1, 5)
 
 
+def test_coll_config_uses_the_field_table():
+    import dataclasses
+
+    from nccl.core.coll_config import _materialize
+
+    exposed = gen_types._api_fields(STRUCTS, "CollConfig")
+    assert [a.name for a in exposed] + ["vendor_options"] == \
+        [f.name for f in dataclasses.fields(nc.NCCLCollConfig)]
+    given = {"INT": 3, "BOOL": True, "STR": "ring"}
+    plain = [a for a in exposed if a.field.api_kind in given]
+    low = _materialize(nc.NCCLCollConfig(**{a.name: given[a.field.api_kind] for a in plain}))
+    for a in plain:
+        assert getattr(low, a.field.pyname) == given[a.field.api_kind], a.name
+    event = next(a for a in exposed if a.field.api_kind == "EVENT")
+    low = _materialize(nc.NCCLCollConfig(**{event.name: 0x1234}))
+    assert getattr(low, event.field.pyname) == 0x1234
+
+
 def test_pyi_struct_classes_render_every_field():
     tree = ast.parse(gen_types.render_pyi_structs())
     classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}

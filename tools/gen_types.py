@@ -27,6 +27,7 @@ How a fact flows:
   and checks every offset and size at compile time; structs.c builds the
   accessor, initial value and layout of each field.  Python:
   nccl/core/config.py (checks of NCCLConfig, the fields of WaitSignalDesc),
+  nccl/core/coll_config.py (the fields of NCCLCollConfig and their checks),
   nccl/core/requirements.py (the fields of NCCLDevCommRequirements),
   nccl/core/communicator.py (the properties read from ncclCommProperties_t),
   nccl/core/properties.py (the fields of NCCLCommProperties: those past the
@@ -277,35 +278,62 @@ def _struct(structs: list[Struct], pyname: str) -> Struct:
     return next(s for s in structs if s.pyname == pyname)
 
 
-# api kind of an NCCLConfig field -> the type nccl.core annotates it with,
-# unless the api names another one (its last argument: BOOL(int), INT(0, -, CTAPolicy))
-CONFIG_TYPES = {"BOOL": "bool", "STR": "str", "INT": "int"}
+# api kind of an NCCLConfig / NCCLCollConfig field -> the type nccl.core
+# annotates it with, unless the api names another one (its last argument:
+# BOOL(int), INT(0, -, CTAPolicy)); EVENT(name): the field holds the handle of
+# the event argument `name`
+CONFIG_TYPES = {"BOOL": "bool", "STR": "str", "INT": "int", "EVENT": "NcclEventSpec"}
+# the range of a C kind, where NCCLCollConfig's INT bound is "-"
+KIND_RANGES = {"I32": ("-2**31", "2**31 - 1"), "U64": ("0", "2**64 - 1")}
 
 
-def _config_fields(structs: list[Struct]) -> list[tuple[Field, str, str]]:
-    """(field, check, annotation type) of every NCCLConfig field, in struct order."""
+@dataclass
+class ApiField:
+    """A field of a struct that nccl.core exposes as a dataclass field."""
+    field: Field
+    name: str                   # the dataclass field
+    typ: str                    # its annotation (and None)
+    lo: str | None = None       # INT: the bounds ("-": none)
+    hi: str | None = None
+    enum: str | None = None     # INT: an enum whose members pass whatever the bounds
+
+
+def _api_fields(structs: list[Struct], pyname: str) -> list[ApiField]:
+    """The fields of struct ``pyname`` that nccl.core exposes, in struct order."""
     out = []
-    for f in _struct(structs, "Config").fields:
+    for f in _struct(structs, pyname).fields:
         if f.api_kind not in CONFIG_TYPES:
             continue
         bounds = f.api_args[:2] if f.api_kind == "INT" else []
         named = f.api_args[len(bounds):]
-        if len(named) > 1 or (f.api_kind == "INT" and len(bounds) != 2):
-            raise SystemExit(f"structs.def: bad api {f.api} of Config.{f.pyname}")
-        lo, hi = (None if x == "-" else int(x) for x in bounds) if bounds else (None, None)
-        typ = named[0] if named else CONFIG_TYPES[f.api_kind]
-        # an enum's members are accepted whatever the bounds (a DEFAULT = INT_MIN, say)
-        enum = f", {typ}" if f.api_kind == "INT" and named else ""
-        check = f'("int", {lo}, {hi}{enum})' if f.api_kind == "INT" else f'("{f.api_kind.lower()}",)'
-        out.append((f, check, typ))
+        if len(named) > 1 or (f.api_kind == "INT" and len(bounds) != 2) \
+                or (f.api_kind == "EVENT" and not named):
+            raise SystemExit(f"structs.def: bad api {f.api} of {pyname}.{f.pyname}")
+        if f.api_kind == "EVENT":
+            out.append(ApiField(f, named[0], CONFIG_TYPES["EVENT"]))
+            continue
+        a = ApiField(f, f.pyname, named[0] if named else CONFIG_TYPES[f.api_kind])
+        if f.api_kind == "INT":
+            a.lo, a.hi = bounds
+            a.enum = named[0] if named else None
+        out.append(a)
     return out
+
+
+def _none(bound: str | None) -> str:
+    return "None" if bound == "-" else str(bound)
 
 
 def gen_config_fields(structs: list[Struct]) -> list[str]:
     lines = ["# NCCLConfig: field -> check (\"bool\",), (\"str\",) or (\"int\", lo, hi[, enum])",
              "# (None: no bound; an enum's members are accepted as well)",
              "_CONFIG_CHECKS: dict[str, tuple[Any, ...]] = {"]
-    lines += [f'    "{f.pyname}": {check},' for f, check, _ in _config_fields(structs)]
+    for a in _api_fields(structs, "Config"):
+        kind = a.field.api_kind
+        enum = f", {a.enum}" if a.enum else ""
+        check = (f'("int", {_none(a.lo)}, {_none(a.hi)}{enum})' if kind == "INT"
+                 else f'("{kind.lower()}",)')
+        lines.append(f'    "{a.name}": {check},')
     lines.append("}")
     args = [(f.api_args[0], f.pyname) for f in _struct(structs, "WaitSignalDesc").fields]
     lines.append("# WaitSignalDesc: (its field, the ncclWaitSignalDesc_t field)")
@@ -313,9 +341,26 @@ def gen_config_fields(structs: list[Struct]) -> list[str]:
     return lines
 
 
-def gen_config_class(structs: list[Struct]) -> list[str]:
-    """The dataclass fields of NCCLConfig (None: the library's default)."""
-    return [f"{f.pyname}: {typ} | None = None" for f, _, typ in _config_fields(structs)]
+def gen_config_class(structs: list[Struct], pyname: str = "Config") -> list[str]:
+    """The dataclass fields of NCCLConfig / NCCLCollConfig (None: unset)."""
+    return [f"{a.name}: {a.typ} | None = None" for a in _api_fields(structs, pyname)]
+
+
+def gen_coll_config_fields(structs: list[Struct]) -> list[str]:
+    lines = ["# NCCLCollConfig: field -> (the CollConfig field, check): \"int\", lo, hi",
+             "# (out of range: OverflowError), \"bool\", \"str\" or \"event\" (an NcclEventSpec",
+             "# whose handle the field holds)",
+             "_COLL_FIELDS: dict[str, tuple[Any, ...]] = {"]
+    for a in _api_fields(structs, "CollConfig"):
+        kind = a.field.api_kind
+        if kind == "INT":
+            lo, hi = (KIND_RANGES[a.field.kind][i] if b == "-" else b
+                      for i, b in enumerate((a.lo, a.hi)))
+            check = f'"int", {lo}, {hi}'
+        else:
+            check = f'"{kind.lower()}"'
+        lines.append(f'    "{a.name}": ("{a.field.pyname}", {check}),')
+    return lines + ["}"]
 
 
 def gen_dev_fields(structs: list[Struct]) -> list[str]:
@@ -636,6 +681,8 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
         "nccl/core/config.py": {"fields": gen_config_fields(structs),
                                 "NCCLConfig": gen_config_class(structs),
                                 "WaitSignalDesc": gen_wait_signal_fields(structs)},
+        "nccl/core/coll_config.py": {"fields": gen_coll_config_fields(structs),
+                                     "NCCLCollConfig": gen_config_class(structs, "CollConfig")},
         "nccl/core/requirements.py": {"fields": gen_dev_fields(structs)},
         "nccl/core/communicator.py": {"properties": gen_comm_properties(structs)},
         "nccl/core/properties.py": {"fields": gen_properties_fields(
