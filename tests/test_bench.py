@@ -139,6 +139,16 @@ def test_sizes_and_factors():
     assert counts(COLLECTIVES["all_reduce"], 1000, 7, 3) == (250, 250, 250)
 
 
+def test_each_collective_runs_a_communicator_method():
+    from nccl.bench.collectives import COLLECTIVES, method_name
+    from nccl.core import Communicator
+
+    methods = {name: method_name(c, Communicator) for name, c in COLLECTIVES.items()}
+    assert methods["all_reduce"] == "allreduce" and methods["reduce_scatter"] == "reduce_scatter"
+    assert methods.pop("sendrecv") is None  # a send and a recv in a group
+    assert all(m is not None and callable(getattr(Communicator, m)) for m in methods.values())
+
+
 def png_info(data):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     w, h, depth, ctype = struct.unpack(">IIBB", data[16:26])

@@ -16,8 +16,8 @@ import numpy as np
 
 from nccl import _dtypes
 
-__all__ = ["Collective", "COLLECTIVES", "TYPES", "OPS", "resolve_name", "busbw_factor",
-           "counts", "pattern", "expected", "tolerance"]
+__all__ = ["Collective", "COLLECTIVES", "TYPES", "OPS", "resolve_name", "method_name",
+           "busbw_factor", "counts", "pattern", "expected", "tolerance"]
 
 # nccl-tests' type names, in ncclDataType_t order (value = index).
 TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
@@ -86,6 +86,16 @@ def resolve_name(text: str) -> str:
         raise ValueError(f"unknown collective {text!r}; choose from "
                          + ", ".join(COLLECTIVES) + " or all")
     return name
+
+
+def method_name(coll: Collective, comm_type: type) -> str | None:
+    """The method of ``comm_type`` (a Communicator class) that runs ``coll``:
+    the one of its names (ours or an alias) that the class has; None for
+    sendrecv (a send and a recv in a group)."""
+    for name in (coll.name, *(a for a, c in _ALIASES.items() if c == coll.name)):
+        if callable(getattr(comm_type, name, None)):
+            return name
+    return None
 
 
 def busbw_factor(coll: Collective, nranks: int) -> float:

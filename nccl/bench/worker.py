@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
+import inspect
 import json
 import os
 import socket
@@ -16,7 +17,8 @@ import numpy as np
 
 from . import arrays, report
 from .collectives import (COLLECTIVES, ITEMSIZE, MULSUM_SCALAR, OPS, TYPES, Collective,
-                          algbw_bytes, busbw_factor, counts, expected, pattern, tolerance)
+                          algbw_bytes, busbw_factor, counts, expected, method_name, pattern,
+                          tolerance)
 
 __all__ = ["run", "CORRUPT_ENV"]
 
@@ -111,19 +113,17 @@ class Bench:
                   pc: int) -> Callable[[], None]:
         c, s, n, r = self.comm, self.stream, self.nranks, self.rank
         name = coll.name
-        # the collectives called as method(send, recv, *extra, stream=s)
-        extra = {"all_reduce": ("allreduce", (op,)), "reduce": ("reduce", (op, root)),
-                 "broadcast": ("broadcast", (root,)), "all_gather": ("allgather", ()),
-                 "gather": ("gather", (root,)), "reduce_scatter": ("reduce_scatter", (op,)),
-                 "alltoall": ("alltoall", ()), "scatter": ("scatter", (root,)),
-                 "allreduce_with_bias": ("allreduce_with_bias", (op, bias))}
-        if name in extra:
-            method, args = extra[name]
-            return functools.partial(getattr(c, method), send, recv, *args, stream=s)
-        if name == "alltoallv":
-            cnts = [pc] * n
-            displs = [j * pc for j in range(n)]
-            return lambda: c.alltoallv(send, cnts, displs, recv, cnts, displs, stream=s)
+        method = method_name(coll, type(c))
+        if method is not None:
+            # the method's positional arguments, named as in src/collectives.def
+            cnts, displs = [pc] * n, [j * pc for j in range(n)]
+            values = {"sendbuf": send, "recvbuf": recv, "op": op, "root": root, "bias": bias,
+                      "sendcounts": cnts, "sdispls": displs, "recvcounts": cnts, "rdispls": displs}
+            fn = getattr(c, method)
+            params = inspect.signature(fn).parameters.values()
+            args = [values[p.name] for p in params
+                    if p.kind is p.POSITIONAL_OR_KEYWORD and p.name != "stream"]
+            return functools.partial(fn, *args, stream=s)
         if name == "sendrecv":
             nc = self.nc
 
