@@ -64,6 +64,13 @@ def last(stub) -> str:
     return stub.nccl4pyStubLastCall().decode()
 
 
+def returns_out(stub, name: str, *args) -> dict[str, str]:
+    """``b.<name>(*args)`` returns the value the stub wrote to the omitted
+    out-argument; the fields of the call the stub recorded."""
+    assert getattr(b, name)(*args) == OUT_BASE + idx(BY_PY[name])
+    return fields(last(stub))
+
+
 def fields(record: str) -> dict[str, str]:
     out = {}
     for part in record.split(" ")[1:]:
@@ -194,9 +201,7 @@ def case_get_last_error(stub):
 
 
 def case_mem_alloc(stub):
-    e = BY_PY["mem_alloc"]
-    assert b.mem_alloc(SIZES[1]) == OUT_BASE + idx(e)
-    assert fields(last(stub))["size"] == f"size:{SIZES[1]}"
+    assert returns_out(stub, "mem_alloc", SIZES[1])["size"] == f"size:{SIZES[1]}"
 
 
 def _check_init(stub, name, rec_expect):
@@ -369,9 +374,7 @@ def case_comm_query_properties(stub):
 
 
 def case_comm_register(stub):
-    e = BY_PY["comm_register"]
-    assert b.comm_register(PTRS[0], PTRS[1], SIZES[2]) == OUT_BASE + idx(e)
-    f = fields(last(stub))
+    f = returns_out(stub, "comm_register", PTRS[0], PTRS[1], SIZES[2])
     assert f["buff"] == f"ptr:{PTRS[1]:#x}" and f["size"] == f"size:{SIZES[2]}"
 
 
@@ -387,9 +390,7 @@ def case_comm_window_register(stub):
 
 
 def case_win_get_user_ptr(stub):
-    e = BY_PY["win_get_user_ptr"]
-    assert b.win_get_user_ptr(PTRS[0], PTRS[4]) == OUT_BASE + idx(e)
-    assert fields(last(stub))["win"] == f"win:{PTRS[4]:#x}"
+    assert returns_out(stub, "win_get_user_ptr", PTRS[0], PTRS[4])["win"] == f"win:{PTRS[4]:#x}"
 
 
 def case_red_op_create_pre_mul_sum(stub):
@@ -482,22 +483,18 @@ def case_dev_comm_destroy(stub):
 
 
 def case_get_lsa_multimem_device_pointer(stub):
-    e = BY_PY["get_lsa_multimem_device_pointer"]
-    assert b.get_lsa_multimem_device_pointer(PTRS[0], SIZES[1]) == OUT_BASE + idx(e)
-    assert fields(last(stub))["offset"] == f"size:{SIZES[1]}"
+    f = returns_out(stub, "get_lsa_multimem_device_pointer", PTRS[0], SIZES[1])
+    assert f["offset"] == f"size:{SIZES[1]}"
 
 
 def case_get_lsa_device_pointer(stub):
-    e = BY_PY["get_lsa_device_pointer"]
-    assert b.get_lsa_device_pointer(PTRS[0], SIZES[1], INTS[2]) == OUT_BASE + idx(e)
-    f = fields(last(stub))
+    f = returns_out(stub, "get_lsa_device_pointer", PTRS[0], SIZES[1], INTS[2])
     assert f["lsaRank"] == f"int:{INTS[2]}" and f["window"] == f"win:{PTRS[0]:#x}"
 
 
 def case_get_peer_device_pointer(stub):
-    e = BY_PY["get_peer_device_pointer"]
-    assert b.get_peer_device_pointer(PTRS[0], SIZES[1], INTS[2]) == OUT_BASE + idx(e)
-    assert fields(last(stub))["peer"] == f"int:{INTS[2]}"
+    f = returns_out(stub, "get_peer_device_pointer", PTRS[0], SIZES[1], INTS[2])
+    assert f["peer"] == f"int:{INTS[2]}"
 
 
 def case_all_to_all_v(stub):
