@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from enum import IntEnum, IntFlag
 
-from nccl._enums import GinConnectionType, RcclGinType, _Decodes
+from nccl._enums import CftCap, CftTeamMode, GinConnectionType, RcclGinType, _Decodes
 
 __all__ = [
     "NcclGinType", "NcclGinConnectionType", "NcclHostCftMode", "NcclNvlsHostMode",
     "NcclCftTeamMode", "NcclCftCap", "decode_gin_type",
 ]
 
+# The same names and values at both levels: one class each.
 NcclGinConnectionType = GinConnectionType
+NcclCftTeamMode = CftTeamMode
+NcclCftCap = CftCap
 
 
 class NcclGinType(_Decodes, IntEnum):
@@ -45,18 +48,6 @@ class NcclNvlsHostMode(IntFlag):
     DISABLE_TRANSPORT = 1
     DISABLE_SYMMETRIC_MULTIMEM = 2
     DISABLE = 0x7FFFFFFF
-
-
-class NcclCftTeamMode(IntEnum):
-    FLAT = 0
-    HIER_MULTIMEM = 1
-    HIER_LSA = 2
-
-
-class NcclCftCap(IntFlag):
-    NONE = 0
-    CFT = 1
-    MULTIMEM = 2
 
 
 # The first NCCL version (as get_version() codes it) that defines each value.
