@@ -58,36 +58,15 @@ static ncclResult_t check_config(const char *fn, ncclComm_t comm,
 }
 
 /* nccl<Name>Config(<the plain parameters>, config): the config checked, then
- * the plain call with `args`.  Each definition must match its declaration
- * in api_decls.h (the API table's prototype). */
-#define CONFIG_COLL(name, args, ...)                                                    \
-    N4P_EXPORT ncclResult_t name##Config(__VA_ARGS__, const ncclCollConfig_t *config)  \
+ * the plain call.  The parameters are the API table's (api_decls.h), so each
+ * definition matches its declaration there. */
+#define N4P_UNPAREN(...) __VA_ARGS__
+#define CONFIG_COLL(name, params, args)                                                 \
+    N4P_EXPORT ncclResult_t name##Config(N4P_UNPAREN params,                            \
+                                         const ncclCollConfig_t *config)                \
     {                                                                                   \
         ncclResult_t rc = check_config(#name "Config", comm, config);                   \
         return rc != ncclSuccess ? rc : name args;                                      \
     }
 
-CONFIG_COLL(ncclAllReduce, (sendbuff, recvbuff, count, datatype, op, comm, stream),
-            const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
-CONFIG_COLL(ncclBroadcast, (sendbuff, recvbuff, count, datatype, root, comm, stream),
-            const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-            int root, ncclComm_t comm, cudaStream_t stream)
-CONFIG_COLL(ncclReduce, (sendbuff, recvbuff, count, datatype, op, root, comm, stream),
-            const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-            ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
-CONFIG_COLL(ncclAllGather, (sendbuff, recvbuff, sendcount, datatype, comm, stream),
-            const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
-            ncclComm_t comm, cudaStream_t stream)
-CONFIG_COLL(ncclReduceScatter, (sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
-            const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
-            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
-CONFIG_COLL(ncclAlltoAll, (sendbuff, recvbuff, count, datatype, comm, stream),
-            const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-            ncclComm_t comm, cudaStream_t stream)
-CONFIG_COLL(ncclGather, (sendbuff, recvbuff, count, datatype, root, comm, stream),
-            const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-            int root, ncclComm_t comm, cudaStream_t stream)
-CONFIG_COLL(ncclScatter, (sendbuff, recvbuff, count, datatype, root, comm, stream),
-            const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-            int root, ncclComm_t comm, cudaStream_t stream)
+N4P_HOST_CONFIG_COLLS(CONFIG_COLL)

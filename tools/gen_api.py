@@ -847,6 +847,17 @@ def gen_host_decls(entries: list[Entry]) -> str:
         if e.host:
             for sym in e.symbols:
                 out.append(f"extern __typeof__(*({e.name}_fn)0) {sym};")
+    out += ["", "/* X(ncclName, (its parameters), (its arguments)) for every collective whose",
+            " * ncclNameConfig takes the same parameters and a collconfig (config_colls.c). */",
+            "#define N4P_HOST_CONFIG_COLLS(X) \\"]
+    host = {e.name: e for e in entries if e.host}
+    for e in host.values():
+        plain = host.get(e.name.removesuffix("Config"))
+        if plain is not e and plain is not None and e.params[:-1] == plain.params \
+                and e.params[-1].kind == "collconfig":
+            params = ", ".join(f"{p.ctype} {p.name}" for p in plain.params)
+            args = ", ".join(p.name for p in plain.params)
+            out.append(f"    X({plain.name}, ({params}), ({args})) \\")
     out += ["", "#endif /* N4P_HOST_API_DECLS_H */", ""]
     return "\n".join(out)
 
