@@ -89,16 +89,27 @@ extern __typeof__(*(ncclAllReduceWithBias_fn)0) ncclAllReduceWithBias;
 extern __typeof__(*(ncclAllToAllv_fn)0) ncclAllToAllv;
 extern __typeof__(*(ncclAllToAllv_fn)0) ncclAlltoAllv;
 
-/* X(ncclName, (its parameters), (its arguments)) for every collective whose
- * ncclNameConfig takes the same parameters and a collconfig (config_colls.c). */
-#define N4P_HOST_CONFIG_COLLS(X) \
-    X(ncclAllReduce, (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream), (sendbuff, recvbuff, count, datatype, op, comm, stream)) \
-    X(ncclBroadcast, (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream), (sendbuff, recvbuff, count, datatype, root, comm, stream)) \
-    X(ncclReduce, (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream), (sendbuff, recvbuff, count, datatype, op, root, comm, stream)) \
-    X(ncclAllGather, (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream), (sendbuff, recvbuff, sendcount, datatype, comm, stream)) \
-    X(ncclReduceScatter, (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream), (sendbuff, recvbuff, recvcount, datatype, op, comm, stream)) \
-    X(ncclAlltoAll, (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream), (sendbuff, recvbuff, count, datatype, comm, stream)) \
-    X(ncclGather, (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream), (sendbuff, recvbuff, count, datatype, root, comm, stream)) \
-    X(ncclScatter, (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream), (sendbuff, recvbuff, count, datatype, root, comm, stream)) \
+/* N4P_HOST_CONFIG_COLLS(X): X(ncclName) for each collective whose
+ * ncclNameConfig adds a collconfig to its parameters.  N4P_PARAMS_<fn> and
+ * N4P_ARGS_<fn>: the table's parameter list of such a collective, and its
+ * names (collectives.c and config_colls.c define them with these). */
+#define N4P_PARAMS_ncclAllReduce const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream
+#define N4P_ARGS_ncclAllReduce sendbuff, recvbuff, count, datatype, op, comm, stream
+#define N4P_PARAMS_ncclBroadcast const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream
+#define N4P_ARGS_ncclBroadcast sendbuff, recvbuff, count, datatype, root, comm, stream
+#define N4P_PARAMS_ncclReduce const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream
+#define N4P_ARGS_ncclReduce sendbuff, recvbuff, count, datatype, op, root, comm, stream
+#define N4P_PARAMS_ncclAllGather const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream
+#define N4P_ARGS_ncclAllGather sendbuff, recvbuff, sendcount, datatype, comm, stream
+#define N4P_PARAMS_ncclReduceScatter const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream
+#define N4P_ARGS_ncclReduceScatter sendbuff, recvbuff, recvcount, datatype, op, comm, stream
+#define N4P_PARAMS_ncclAlltoAll const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream
+#define N4P_ARGS_ncclAlltoAll sendbuff, recvbuff, count, datatype, comm, stream
+#define N4P_PARAMS_ncclGather const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream
+#define N4P_ARGS_ncclGather sendbuff, recvbuff, count, datatype, root, comm, stream
+#define N4P_PARAMS_ncclScatter const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream
+#define N4P_ARGS_ncclScatter sendbuff, recvbuff, count, datatype, root, comm, stream
+#define N4P_HOST_CONFIG_COLLS(X) X(ncclAllReduce) X(ncclBroadcast) X(ncclReduce) \
+    X(ncclAllGather) X(ncclReduceScatter) X(ncclAlltoAll) X(ncclGather) X(ncclScatter)
 
 #endif /* N4P_HOST_API_DECLS_H */

@@ -756,15 +756,25 @@ ncclResult_t n4p_submit_data(int kind, ncclComm_t comm, const void *sendbuff, vo
     return n4p_submit(&o);
 }
 
-N4P_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff,
-                                      size_t count, ncclDataType_t datatype,
-                                      ncclRedOp_t op, ncclComm_t comm,
-                                      cudaStream_t stream)
-{
-    (void)stream;
-    return submit_coll(N4P_K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op,
-                       -1, comm, NULL);
-}
+/* A collective with a config form: its parameters are the API table's
+ * (api_decls.h); it submits `cnt` elements with `op_` and `root_` (0 and -1
+ * where it has none). */
+#define HOST_COLL(name, kind, cnt, op_, root_)                                       \
+    N4P_EXPORT ncclResult_t name(N4P_PARAMS_##name)                                  \
+    {                                                                                \
+        (void)stream;                                                                \
+        return submit_coll(kind, sendbuff, recvbuff, cnt, datatype, op_, root_, comm, \
+                           NULL);                                                    \
+    }
+
+HOST_COLL(ncclAllReduce, N4P_K_ALLREDUCE, count, op, -1)
+HOST_COLL(ncclReduce, N4P_K_REDUCE, count, op, root)
+HOST_COLL(ncclBroadcast, N4P_K_BROADCAST, count, 0, root)
+HOST_COLL(ncclAllGather, N4P_K_ALLGATHER, sendcount, 0, -1)
+HOST_COLL(ncclReduceScatter, N4P_K_REDUCESCATTER, recvcount, op, -1)
+HOST_COLL(ncclAlltoAll, N4P_K_ALLTOALL, count, 0, -1)
+HOST_COLL(ncclGather, N4P_K_GATHER, count, 0, root)
+HOST_COLL(ncclScatter, N4P_K_SCATTER, count, 0, root)
 
 N4P_EXPORT ncclResult_t ncclAllReduceWithBias(const void *sendbuff, void *recvbuff,
                                               size_t count, ncclDataType_t datatype,
@@ -776,26 +786,6 @@ N4P_EXPORT ncclResult_t ncclAllReduceWithBias(const void *sendbuff, void *recvbu
                        op, -1, comm, acc);
 }
 
-N4P_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff,
-                                   size_t count, ncclDataType_t datatype,
-                                   ncclRedOp_t op, int root, ncclComm_t comm,
-                                   cudaStream_t stream)
-{
-    (void)stream;
-    return submit_coll(N4P_K_REDUCE, sendbuff, recvbuff, count, datatype, op, root,
-                       comm, NULL);
-}
-
-N4P_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff,
-                                      size_t count, ncclDataType_t datatype,
-                                      int root, ncclComm_t comm,
-                                      cudaStream_t stream)
-{
-    (void)stream;
-    return submit_coll(N4P_K_BROADCAST, sendbuff, recvbuff, count, datatype, 0,
-                       root, comm, NULL);
-}
-
 N4P_EXPORT ncclResult_t ncclBcast(void *buff, size_t count,
                                   ncclDataType_t datatype, int root,
                                   ncclComm_t comm, cudaStream_t stream)
@@ -803,52 +793,6 @@ N4P_EXPORT ncclResult_t ncclBcast(void *buff, size_t count,
     (void)stream;
     return submit_coll(N4P_K_BROADCAST, buff, buff, count, datatype, 0, root, comm,
                        NULL);
-}
-
-N4P_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff,
-                                      size_t sendcount, ncclDataType_t datatype,
-                                      ncclComm_t comm, cudaStream_t stream)
-{
-    (void)stream;
-    return submit_coll(N4P_K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, 0,
-                       -1, comm, NULL);
-}
-
-N4P_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
-                                          size_t recvcount,
-                                          ncclDataType_t datatype, ncclRedOp_t op,
-                                          ncclComm_t comm, cudaStream_t stream)
-{
-    (void)stream;
-    return submit_coll(N4P_K_REDUCESCATTER, sendbuff, recvbuff, recvcount,
-                       datatype, op, -1, comm, NULL);
-}
-
-N4P_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff,
-                                     size_t count, ncclDataType_t datatype,
-                                     ncclComm_t comm, cudaStream_t stream)
-{
-    (void)stream;
-    return submit_coll(N4P_K_ALLTOALL, sendbuff, recvbuff, count, datatype, 0, -1,
-                       comm, NULL);
-}
-
-N4P_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff,
-                                   size_t count, ncclDataType_t datatype, int root,
-                                   ncclComm_t comm, cudaStream_t stream)
-{
-    (void)stream;
-    return submit_coll(N4P_K_GATHER, sendbuff, recvbuff, count, datatype, 0, root,
-                       comm, NULL);
-}
-
-N4P_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff,
-                                    size_t count, ncclDataType_t datatype, int root,
-                                    ncclComm_t comm, cudaStream_t stream)
-{
-    (void)stream;
-    return submit_coll(N4P_K_SCATTER, sendbuff, recvbuff, count, datatype, 0, root,
-                       comm, NULL);
 }
 
 static ncclResult_t all_to_all_v_submit(const void *sendbuff,

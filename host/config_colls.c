@@ -60,13 +60,11 @@ static ncclResult_t check_config(const char *fn, ncclComm_t comm,
 /* nccl<Name>Config(<the plain parameters>, config): the config checked, then
  * the plain call.  The parameters are the API table's (api_decls.h), so each
  * definition matches its declaration there. */
-#define N4P_UNPAREN(...) __VA_ARGS__
-#define CONFIG_COLL(name, params, args)                                                 \
-    N4P_EXPORT ncclResult_t name##Config(N4P_UNPAREN params,                            \
-                                         const ncclCollConfig_t *config)                \
+#define CONFIG_COLL(name)                                                               \
+    N4P_EXPORT ncclResult_t name##Config(N4P_PARAMS_##name, const ncclCollConfig_t *config) \
     {                                                                                   \
         ncclResult_t rc = check_config(#name "Config", comm, config);                   \
-        return rc != ncclSuccess ? rc : name args;                                      \
+        return rc != ncclSuccess ? rc : name(N4P_ARGS_##name);                          \
     }
 
 N4P_HOST_CONFIG_COLLS(CONFIG_COLL)
