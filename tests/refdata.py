@@ -88,6 +88,13 @@ class Checker:
             self.failures.append(f"{name}: first mismatch at {i}: got {got[i]!r}, expected "
                                  f"{exp[i]!r} ({int((~ok).sum())} of {ok.size} differ)")
 
+    def received(self, name: str, dt, shape, exp: np.ndarray, call) -> None:
+        """Check what ``call(recv)`` leaves in a zeroed receive buffer of ``shape``
+        (flattened)."""
+        recv = np.zeros(shape, NP[dt])
+        call(recv)
+        self.check(name, recv.reshape(-1), exp, dt)
+
     def assert_ok(self) -> None:
         """Fail with every mismatch found (at most 20 shown), or if nothing was checked."""
         assert self.cases > 0, "no check ran"

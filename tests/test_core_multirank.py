@@ -33,73 +33,71 @@ def done(op) -> None:
         op.close()
 
 
+def every_dtype_and_count(n: int, salt: int = 0):
+    """(data type, count, every rank's input) of each case."""
+    for dt in NP:
+        for count in COUNTS:
+            yield dt, count, [inputs(r, dt, count, salt=salt) for r in range(n)]
+
+
 @pytest.mark.nccl(nranks=[2, 4])
 def test_reductions_every_dtype_and_op(comm, check):
     rank, n = comm.rank, comm.nranks
-    for dt in NP:
+    for dt, count, ins in every_dtype_and_count(n):
+        big = [inputs(r, dt, count * n) for r in range(n)]
         for opname in OPS:
-            for count in COUNTS:
-                ins = [inputs(r, dt, count) for r in range(n)]
-                exp = reduce_ref(ins, dt, opname)
-                op = op_for(comm, opname, dt)
-                tag = f"{dt.name} {opname} n={count}"
+            exp = reduce_ref(ins, dt, opname)
+            op = op_for(comm, opname, dt)
+            tag = f"{dt.name} {opname} n={count}"
+            check.received(f"allreduce {tag}", dt, count, exp,
+                           lambda recv: comm.allreduce(ins[rank], recv, op))
+            buf = ins[rank].copy()
+            comm.allreduce(buf, buf, op)
+            check.check(f"allreduce in-place {tag}", buf, exp, dt)
+            check.received(f"reduce root=None {tag}", dt, count, exp,  # an all-reduce
+                           lambda recv: comm.reduce(ins[rank], recv, op))
+            for root in sorted({0, n - 1}):
                 recv = np.zeros(count, NP[dt])
-                comm.allreduce(ins[rank], recv, op)
-                check.check(f"allreduce {tag}", recv, exp, dt)
-                buf = ins[rank].copy()
-                comm.allreduce(buf, buf, op)
-                check.check(f"allreduce in-place {tag}", buf, exp, dt)
-                recv = np.zeros(count, NP[dt])
-                comm.reduce(ins[rank], recv, op)  # root=None: an all-reduce
-                check.check(f"reduce root=None {tag}", recv, exp, dt)
-                for root in sorted({0, n - 1}):
-                    recv = np.zeros(count, NP[dt])
-                    comm.reduce(ins[rank], recv if rank == root else None, op, root=root)
-                    if rank == root:
-                        check.check(f"reduce root={root} {tag}", recv, exp, dt)
-                big = [inputs(r, dt, count * n) for r in range(n)]
-                rs = reduce_ref(big, dt, opname)[rank * count:(rank + 1) * count]
-                recv = np.zeros(count, NP[dt])
-                comm.reduce_scatter(big[rank], recv, op)
-                check.check(f"reduce_scatter {tag}", recv, rs, dt)
-                done(op)
+                comm.reduce(ins[rank], recv if rank == root else None, op, root=root)
+                if rank == root:
+                    check.check(f"reduce root={root} {tag}", recv, exp, dt)
+            rs = reduce_ref(big, dt, opname)[rank * count:(rank + 1) * count]
+            check.received(f"reduce_scatter {tag}", dt, count, rs,
+                           lambda recv: comm.reduce_scatter(big[rank], recv, op))
+            done(op)
     check.assert_ok()
 
 
 @pytest.mark.nccl(nranks=[2, 4])
 def test_data_movement_every_dtype(comm, check):
     rank, n = comm.rank, comm.nranks
-    for dt in NP:
-        for count in COUNTS:
-            ins = [inputs(r, dt, count, salt=1) for r in range(n)]
-            tag = f"{dt.name} n={count}"
+    for dt, count, ins in every_dtype_and_count(n, salt=1):
+        tag = f"{dt.name} n={count}"
+        check.received(f"allgather {tag}", dt, n * count, np.concatenate(ins),
+                       lambda recv: comm.allgather(ins[rank], recv))
+        # a 2-D receive buffer: count is numel
+        check.received(f"gather root=None {tag}", dt, (n, count), np.concatenate(ins),
+                       lambda recv: comm.gather(ins[rank], recv))
+        blocks = [inputs(r, dt, n * count, salt=2) for r in range(n)]
+        exp = np.concatenate([blocks[r][rank * count:(rank + 1) * count] for r in range(n)])
+        check.received(f"alltoall {tag}", dt, n * count, exp,
+                       lambda recv: comm.alltoall(blocks[rank], recv))
+        for root in sorted({0, n - 1}):
+            check.received(f"broadcast root={root} {tag}", dt, count, ins[root],
+                           lambda recv: comm.broadcast(ins[rank] if rank == root else None,
+                                                       recv, root))
+            buf = ins[rank].copy()
+            comm.broadcast(buf, buf, root)
+            check.check(f"broadcast in-place root={root} {tag}", buf, ins[root], dt)
             recv = np.zeros(n * count, NP[dt])
-            comm.allgather(ins[rank], recv)
-            check.check(f"allgather {tag}", recv, np.concatenate(ins), dt)
-            recv = np.zeros((n, count), NP[dt])  # 2-D receive buffer: count is numel
-            comm.gather(ins[rank], recv)
-            check.check(f"gather root=None {tag}", recv.reshape(-1), np.concatenate(ins), dt)
-            blocks = [inputs(r, dt, n * count, salt=2) for r in range(n)]
-            recv = np.zeros(n * count, NP[dt])
-            comm.alltoall(blocks[rank], recv)
-            exp = np.concatenate([blocks[r][rank * count:(rank + 1) * count] for r in range(n)])
-            check.check(f"alltoall {tag}", recv, exp, dt)
-            for root in sorted({0, n - 1}):
-                recv = np.zeros(count, NP[dt])
-                comm.broadcast(ins[rank] if rank == root else None, recv, root)
-                check.check(f"broadcast root={root} {tag}", recv, ins[root], dt)
-                buf = ins[rank].copy()
-                comm.broadcast(buf, buf, root)
-                check.check(f"broadcast in-place root={root} {tag}", buf, ins[root], dt)
-                recv = np.zeros(n * count, NP[dt])
-                comm.gather(ins[rank], recv if rank == root else None, root)
-                if rank == root:
-                    check.check(f"gather root={root} {tag}", recv, np.concatenate(ins), dt)
-                src = [inputs(r, dt, n * count, salt=3) for r in range(n)]
-                recv = np.zeros(count, NP[dt])
-                comm.scatter(src[rank] if rank == root else None, recv, root)
-                check.check(f"scatter root={root} {tag}", recv,
-                      src[root][rank * count:(rank + 1) * count], dt)
+            comm.gather(ins[rank], recv if rank == root else None, root)
+            if rank == root:
+                check.check(f"gather root={root} {tag}", recv, np.concatenate(ins), dt)
+            src = [inputs(r, dt, n * count, salt=3) for r in range(n)]
+            check.received(f"scatter root={root} {tag}", dt, count,
+                           src[root][rank * count:(rank + 1) * count],
+                           lambda recv: comm.scatter(src[rank] if rank == root else None,
+                                                     recv, root))
     check.assert_ok()
 
 
