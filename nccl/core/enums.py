@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from enum import IntEnum, IntFlag
 
-from nccl._enums import CftCap, CftTeamMode, GinConnectionType, RcclGinType, _Decodes
+from nccl._enums import (CftCap, CftTeamMode, GinConnectionType, GinType, HostCftMode,
+                         NvlsHostMode, RcclGinType, _Decodes)
 
 __all__ = [
     "NcclGinType", "NcclGinConnectionType", "NcclHostCftMode", "NcclNvlsHostMode",
@@ -24,30 +25,34 @@ NcclCftTeamMode = CftTeamMode
 NcclCftCap = CftCap
 
 
+# The others spell the names as nccl4py 0.6 does; their values are the
+# bindings' (nccl._enums).
+
+
 class NcclGinType(_Decodes, IntEnum):
     """GIN transport types, NCCL's names; ``ROCSHMEM`` and ``ANVIL`` are the
     RCCL names of 4 and 5, kept as aliases (see ``decode_gin_type``)."""
-    NONE = 0
-    PROXY = 2
-    GDAKI = 3
-    GPI = 4
-    EFA_GDA = 5
-    ROCSHMEM = 4
-    ANVIL = 5
+    NONE = GinType.NONE
+    PROXY = GinType.PROXY
+    GDAKI = GinType.GDAKI
+    GPI = GinType.GPI
+    EFA_GDA = GinType.EFA_GDA
+    ROCSHMEM = GinType.ROCSHMEM
+    ANVIL = GinType.ANVIL
 
 
 class NcclHostCftMode(IntEnum):
-    DEFAULT = -2147483648
-    ENABLE = 1
-    DISABLE = 2
-    FALLBACK = 3
+    DEFAULT = HostCftMode.Default
+    ENABLE = HostCftMode.Enable
+    DISABLE = HostCftMode.Disable
+    FALLBACK = HostCftMode.Fallback
 
 
 class NcclNvlsHostMode(IntFlag):
-    ENABLE = 0
-    DISABLE_TRANSPORT = 1
-    DISABLE_SYMMETRIC_MULTIMEM = 2
-    DISABLE = 0x7FFFFFFF
+    ENABLE = NvlsHostMode.Enable
+    DISABLE_TRANSPORT = NvlsHostMode.DisableTransport
+    DISABLE_SYMMETRIC_MULTIMEM = NvlsHostMode.DisableSymmetricMultimem
+    DISABLE = NvlsHostMode.Disable
 
 
 # The first NCCL version (as get_version() codes it) that defines each value.

@@ -10,6 +10,7 @@ from enum import IntEnum
 from typing import Any, Protocol, Union, runtime_checkable
 
 from nccl import _dtypes
+from nccl._enums import CommMemStat, RedOp
 from nccl._errors import NcclInvalid, NcclTimeoutError
 
 __all__ = [
@@ -81,11 +82,11 @@ class NcclDataType(IntEnum):
 class NcclRedOp(IntEnum):
     """``ncclRedOp_t`` built-ins; custom ops (PreMulSum) are ``CustomRedOp``."""
 
-    SUM = 0
-    PROD = 1
-    MAX = 2
-    MIN = 3
-    AVG = 4
+    SUM = RedOp.Sum
+    PROD = RedOp.Prod
+    MAX = RedOp.Max
+    MIN = RedOp.Min
+    AVG = RedOp.Avg
 
     @classmethod
     def _missing_(cls, value: Any):
@@ -97,14 +98,14 @@ from .enums import NcclGinConnectionType, NcclGinType  # noqa: E402  (re-exporte
 
 
 class NcclCommMemStat(IntEnum):
-    GPU_MEM_SUSPEND = 0
-    GPU_MEM_SUSPENDED = 1
-    GPU_MEM_PERSIST = 2
-    GPU_MEM_TOTAL = 3
-    GpuMemSuspend = 0
-    GpuMemSuspended = 1
-    GpuMemPersist = 2
-    GpuMemTotal = 3
+    GPU_MEM_SUSPEND = CommMemStat.GpuMemSuspend
+    GPU_MEM_SUSPENDED = CommMemStat.GpuMemSuspended
+    GPU_MEM_PERSIST = CommMemStat.GpuMemPersist
+    GPU_MEM_TOTAL = CommMemStat.GpuMemTotal
+    GpuMemSuspend = GPU_MEM_SUSPEND
+    GpuMemSuspended = GPU_MEM_SUSPENDED
+    GpuMemPersist = GPU_MEM_PERSIST
+    GpuMemTotal = GPU_MEM_TOTAL
 
 
 @runtime_checkable
