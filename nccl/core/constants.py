@@ -1,4 +1,5 @@
-"""Flags and sentinels of the NCCL API (both spellings of nccl4py 0.2 and 0.3)."""
+"""Flags and sentinels of the NCCL API (both spellings of nccl4py 0.2 and 0.3:
+the second are aliases of the first)."""
 from __future__ import annotations
 
 from enum import IntEnum, IntFlag
@@ -16,21 +17,21 @@ class CTAPolicy(IntFlag):
     DEFAULT = 0x00
     EFFICIENCY = 0x01
     ZERO = 0x02
-    Default = 0x00
-    Efficiency = 0x01
-    Zero = 0x02
+    Default = DEFAULT
+    Efficiency = EFFICIENCY
+    Zero = ZERO
 
 
 class CommShrinkFlag(IntEnum):
     DEFAULT = 0x00
     ABORT = 0x01
-    Default = 0x00
-    Abort = 0x01
+    Default = DEFAULT
+    Abort = ABORT
 
 
 class CommSuspendFlag(IntFlag):
     MEM = 0x01
-    Mem = 0x01
+    Mem = MEM
 
 
 class WindowFlag(IntFlag):
@@ -39,6 +40,6 @@ class WindowFlag(IntFlag):
     STRICT_ORDERING = 0x02
     GIN_ONLY = 0x04       # NCCL 2.32
     CFT_COUNTED = 0x08    # NCCL 2.32
-    Default = 0x00
-    CollSymmetric = 0x01
-    StrictOrdering = 0x02
+    Default = DEFAULT
+    CollSymmetric = COLL_SYMMETRIC
+    StrictOrdering = STRICT_ORDERING
