@@ -147,6 +147,11 @@ def test_each_collective_runs_a_communicator_method():
     assert methods["all_reduce"] == "allreduce" and methods["reduce_scatter"] == "reduce_scatter"
     assert methods.pop("sendrecv") is None  # a send and a recv in a group
     assert all(m is not None and callable(getattr(Communicator, m)) for m in methods.values())
+    # which take an op and a root: the methods' parameters say it
+    flags = {name: (c.reduces, c.rooted) for name, c in COLLECTIVES.items()}
+    assert flags["reduce"] == (True, True) and flags["all_reduce"] == (True, False)
+    assert flags["broadcast"] == (False, True) and flags["sendrecv"] == (False, False)
+    assert flags["alltoallv"] == (False, False)
 
 
 def png_info(data):

@@ -9,6 +9,8 @@ factor`` with nccl-tests' factors (see ``busbw_factor``).
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -31,8 +33,6 @@ MULSUM_SCALAR = 2
 @dataclass(frozen=True)
 class Collective:
     name: str          # nccl-tests' name, without _perf
-    reduces: bool      # takes a reduction op
-    rooted: bool       # takes a root
     split: str         # "none", "gather" (recv = n * send), "scatter" (send = n * recv), "a2a"
     factor: Callable[[int], float]  # busbw factor for n ranks
     multiplier: bool   # algbw bytes are count * size * n (else count * size)
@@ -41,6 +41,28 @@ class Collective:
     @property
     def binary(self) -> str:
         return f"{self.name}_perf"
+
+    @property
+    def reduces(self) -> bool:
+        """Whether it takes a reduction op (its Communicator method has ``op``)."""
+        return "op" in _parameters(self.name)
+
+    @property
+    def rooted(self) -> bool:
+        """Whether it takes a root (its Communicator method has ``root``)."""
+        return "root" in _parameters(self.name)
+
+
+@functools.cache
+def _parameters(name: str) -> tuple[str, ...]:
+    """The parameter names of the Communicator method that runs collective
+    ``name`` (none for sendrecv)."""
+    from nccl.core import Communicator
+
+    method = method_name(COLLECTIVES[name], Communicator)
+    if method is None:
+        return ()
+    return tuple(inspect.signature(getattr(Communicator, method)).parameters)
 
 
 def _ring(n: int) -> float:
@@ -56,18 +78,17 @@ def _one(n: int) -> float:
 
 
 COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
-    Collective("all_reduce", True, False, "none", _allreduce, False),
-    Collective("all_gather", False, False, "gather", _ring, True),
-    Collective("broadcast", False, True, "none", _one, False),
-    Collective("reduce", True, True, "none", _one, False),
-    Collective("reduce_scatter", True, False, "scatter", _ring, True),
-    Collective("alltoall", False, False, "a2a", _ring, True),
-    Collective("gather", False, True, "gather", _ring, True),
-    Collective("scatter", False, True, "scatter", _ring, True),
-    Collective("sendrecv", False, False, "none", _one, False),
-    Collective("allreduce_with_bias", True, False, "none", _allreduce, False,
-               "ncclAllReduceWithBias"),
-    Collective("alltoallv", False, False, "a2a", _ring, True, "ncclAllToAllv"),
+    Collective("all_reduce", "none", _allreduce, False),
+    Collective("all_gather", "gather", _ring, True),
+    Collective("broadcast", "none", _one, False),
+    Collective("reduce", "none", _one, False),
+    Collective("reduce_scatter", "scatter", _ring, True),
+    Collective("alltoall", "a2a", _ring, True),
+    Collective("gather", "gather", _ring, True),
+    Collective("scatter", "scatter", _ring, True),
+    Collective("sendrecv", "none", _one, False),
+    Collective("allreduce_with_bias", "none", _allreduce, False, "ncclAllReduceWithBias"),
+    Collective("alltoallv", "a2a", _ring, True, "ncclAllToAllv"),
 )}
 
 _ALIASES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter":
