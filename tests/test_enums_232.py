@@ -35,8 +35,12 @@ def test_core_enums_of_0_6():
     assert core.NcclCftTeamMode.HIER_LSA == 2 and core.NcclCftCap.MULTIMEM == 2
     assert core.WindowFlag.GIN_ONLY == 4 and core.WindowFlag.CFT_COUNTED == 8
     assert core.NcclGinType.EFA_GDA == 5 and core.NcclGinConnectionType.CUSTOM_STRIDE == 3
-    for name in ("NcclHostCftMode", "NcclNvlsHostMode", "NcclCftTeamMode", "NcclCftCap"):
+    for name in ("NcclHostCftMode", "NcclNvlsHostMode", "NcclCftTeamMode", "NcclCftCap",
+                 "NcclGinType", "NcclGinConnectionType"):
         assert name in core.__all__
+        cls = getattr(core, name)
+        assert cls.__name__ == name  # reprs read as nccl4py 0.6's
+        assert all(repr(m).startswith(f"<{name}.") for m in cls)
 
 
 @pytest.mark.parametrize("family,version,value,name", [

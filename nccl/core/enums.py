@@ -19,14 +19,27 @@ __all__ = [
     "NcclCftTeamMode", "NcclCftCap", "decode_gin_type",
 ]
 
-# The same names and values at both levels: one class each.
-NcclGinConnectionType = GinConnectionType
-NcclCftTeamMode = CftTeamMode
-NcclCftCap = CftCap
+# Classes of their own, named as nccl4py 0.6 names them (their reprs and
+# __name__ are 0.6's); every value is the bindings' (nccl._enums).
 
 
-# The others spell the names as nccl4py 0.6 does; their values are the
-# bindings' (nccl._enums).
+class NcclGinConnectionType(IntEnum):
+    NONE = GinConnectionType.NONE
+    FULL = GinConnectionType.FULL
+    RAIL = GinConnectionType.RAIL
+    CUSTOM_STRIDE = GinConnectionType.CUSTOM_STRIDE
+
+
+class NcclCftTeamMode(IntEnum):
+    FLAT = CftTeamMode.FLAT
+    HIER_MULTIMEM = CftTeamMode.HIER_MULTIMEM
+    HIER_LSA = CftTeamMode.HIER_LSA
+
+
+class NcclCftCap(IntFlag):
+    NONE = 0
+    CFT = CftCap.CFT
+    MULTIMEM = CftCap.MULTIMEM
 
 
 class NcclGinType(_Decodes, IntEnum):
