@@ -40,28 +40,11 @@ typedef struct {
     char internal[NCCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
 
-typedef enum {
-    ncclSuccess = 0,
-    ncclUnhandledCudaError = 1,
-    ncclSystemError = 2,
-    ncclInternalError = 3,
-    ncclInvalidArgument = 4,
-    ncclInvalidUsage = 5,
-    ncclRemoteError = 6,
-    ncclInProgress = 7,
-    ncclTimeout = 8,
-    ncclNumResults = 9
-} ncclResult_t;
-
-typedef enum {
-    ncclSum = 0,
-    ncclProd = 1,
-    ncclMax = 2,
-    ncclMin = 3,
-    ncclAvg = 4,
-    ncclNumOps = 5,
-    ncclMaxRedOp = 0x7fffffff
-} ncclRedOp_t;
+/* The enums, from enums.def (ncclResult_t, ncclRedOp_t, ncclGinType_t, ...). */
+#define N4P_ENUM(CType, PyClass, base, doc) typedef enum {
+#define N4P_VALUE(CType, CName, PyName, value) CName = value,
+#define N4P_ENUM_END(CType) } CType;
+#include "enums.def"
 
 /* The data types, from dtypes.def (ncclInt8 = 0, ..., ncclNumTypes). */
 typedef enum {
@@ -72,32 +55,6 @@ typedef enum {
 #define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) + 1
 #include "dtypes.def"
 } ncclDataType_t;
-
-typedef enum {
-    ncclScalarDevice = 0,
-    ncclScalarHostImmediate = 1
-} ncclScalarResidence_t;
-
-typedef enum {
-    ncclStatGpuMemSuspend = 0,
-    ncclStatGpuMemSuspended = 1,
-    ncclStatGpuMemPersist = 2,
-    ncclStatGpuMemTotal = 3
-} ncclCommMemStat_t;
-
-typedef enum {
-    NCCL_GIN_TYPE_NONE = 0,
-    NCCL_GIN_TYPE_PROXY = 2,
-    NCCL_GIN_TYPE_GDAKI = 3,
-    NCCL_GIN_TYPE_GPI_OR_ROCSHMEM = 4, /* NCCL: GPI, RCCL: ROCSHMEM */
-    NCCL_GIN_TYPE_ANVIL = 5            /* RCCL only */
-} ncclGinType_t;
-
-typedef enum {
-    NCCL_GIN_CONNECTION_NONE = 0,
-    NCCL_GIN_CONNECTION_FULL = 1,
-    NCCL_GIN_CONNECTION_RAIL = 2
-} ncclGinConnectionType_t;
 
 /* Opaque handle of a parameter, owned by the library. */
 typedef struct ncclParamHandle *ncclParamHandle_t;

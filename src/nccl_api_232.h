@@ -18,12 +18,6 @@
  * structs.def; `ncclTeam` is the C++ spelling some prototypes use. */
 typedef ncclTeam_t ncclTeam;
 
-typedef enum {
-    NCCL_CFT_TEAM_FLAT = 0,
-    NCCL_CFT_TEAM_HIER_MULTIMEM = 1,
-    NCCL_CFT_TEAM_HIER_LSA = 2,
-} ncclCftTeamMode_t;
-
 /* A load/store endpoint id of the CFT (connection fabric) API. */
 typedef uint32_t ncclCftLeId;
 
