@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "enum_names.h"
 #include "gpu_runtime.h"
 
 n4p_trace_settings n4p_tsettings;
@@ -260,7 +261,7 @@ static const char *const dtype_names[] = {
 #define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [value] = #Name,
 #include "dtypes.def"
 };
-static const char *const redop_names[] = {"sum", "prod", "max", "min", "avg"};
+static const char *const redop_names[] = {N4P_NAMES_ncclRedOp_t};
 
 static const char *
 name_of(const char *const *names, size_t n, int v, char *buf, size_t size)

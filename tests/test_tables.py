@@ -29,7 +29,8 @@ def test_generated_parts_are_current():
 
 def test_check_mode_finds_a_stale_block(tmp_path):
     root = tmp_path / "tree"
-    inputs = [ROOT / "src" / name for name in ("dtypes.def", "structs.def", "collectives.def")]
+    inputs = [ROOT / "src" / name
+              for name in ("dtypes.def", "structs.def", "collectives.def", "enums.def")]
     for path in [*inputs, *gen_types.generated(ROOT)]:
         rel = path.relative_to(ROOT)
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,126 @@
+"""The enum table (src/enums.def): C and Python are derived from it, a member
+added to it reaches every output, and its values are NCCL's own."""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+import gen_types
+from conftest import ROOT, cc, nccl_include_dir
+from nccl import _enums
+
+ENUMS = gen_types.parse_enums()
+C_ENUMS = [e for e in ENUMS if e.c]
+
+
+def _copy_tree(root):
+    """The tables and every generated file, copied under root."""
+    inputs = [ROOT / "src" / n for n in ("dtypes.def", "structs.def", "collectives.def", "enums.def")]
+    for path in [*inputs, *gen_types.generated(ROOT)]:
+        dest = root / path.relative_to(ROOT)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(path.read_text())
+    return root
+
+
+def _stale(root):
+    out = gen_types.generated(root)
+    return {p.relative_to(root).as_posix(): text for p, text in out.items() if p.read_text() != text}
+
+
+def test_a_member_added_to_the_table_reaches_every_output(tmp_path):
+    root = _copy_tree(tmp_path / "tree")
+    assert _stale(root) == {}
+    table = root / "src" / "enums.def"
+    count = "N4P_COUNT(ncclRedOp_t, ncclNumOps,   NumOps,   5)"
+    assert count in table.read_text()
+    table.write_text(table.read_text().replace(
+        count, "N4P_VALUE(ncclRedOp_t, ncclBitAnd, BitAnd, 5)\n"
+               "N4P_COUNT(ncclRedOp_t, ncclNumOps, NumOps, 6)"))
+    stale = _stale(root)
+    assert set(stale) == {"nccl/_enums.py", "src/enum_names.h"}
+    assert "    BitAnd = 5\n    NumOps = 6\n" in stale["nccl/_enums.py"]
+    assert '[ncclBitAnd] = "bitand"' in stale["src/enum_names.h"]
+    # an enum of its own: a class, and its name in __all__
+    table.write_text(table.read_text() + "N4P_ENUM(ncclNew_t, New, FLAG, \"\")\n"
+                     "N4P_VALUE(ncclNew_t, ncclNewA, A, 1)\nN4P_ENUM_END(ncclNew_t)\n")
+    text = _stale(root)["nccl/_enums.py"]
+    assert "class New(IntFlag):\n    A = 1\n" in text and '"New"]' in text
+
+
+@pytest.mark.parametrize("line, error", [
+    ("N4P_VALUE(ncclResult_t, ncclX, X, 1)", "outside its N4P_ENUM"),
+    ("N4P_ENUM(ncclX_t, X, ENUM, \"\")\nN4P_VALUE(ncclX_t, ncclX, X, two)\nN4P_ENUM_END(ncclX_t)",
+     "integer literals"),
+    ("N4P_ENUM(ncclX_t, X, STRANGE, \"\")\nN4P_ENUM_END(ncclX_t)", "bad N4P_ENUM"),
+    ("N4P_ENUM(ncclX_t, X, ENUM, \"\")\nN4P_VALUE(ncclX_t, ncclX, X, 1)", "no N4P_ENUM_END"),
+])
+def test_bad_table_lines_are_refused(tmp_path, line, error):
+    table = tmp_path / "enums.def"
+    table.write_text((ROOT / "src" / "enums.def").read_text() + line + "\n")
+    with pytest.raises(SystemExit, match=error):
+        gen_types.parse_enums(table)
+
+
+@pytest.mark.parametrize("e", ENUMS, ids=lambda e: e.pyname)
+def test_every_member_reaches_python(e):
+    cls = getattr(_enums, e.pyname)
+    assert [(n, int(m)) for n, m in cls.__members__.items()] == [
+        (m.pyname, m.number) for m in e.members]
+    assert [b.__name__ for b in cls.__bases__] == gen_types.ENUM_BASES[e.base].split(", ")
+    if e.doc:
+        assert cls.__doc__ == "\n    ".join(e.doc.splitlines())
+    assert e.pyname in _enums.__all__
+
+
+def test_every_member_reaches_c(tmp_path):
+    """The C header declares every enum of the table with the table's values."""
+    lines = ['#include <stdio.h>', '#include "nccl_api.h"', "int main(void) {"]
+    for e in C_ENUMS:
+        lines.append(f'printf("{e.ctype} %zu\\n", sizeof({e.ctype}));')
+        lines += [f'printf("{m.cname} %lld\\n", (long long){m.cname});' for m in e.members]
+    src = tmp_path / "enums.c"
+    src.write_text("\n".join(lines + ["return 0;", "}"]) + "\n")
+    exe = tmp_path / "enums"
+    subprocess.run([cc(), "-std=c11", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'src'}",
+                    str(src), "-o", str(exe)], check=True)
+    out = dict(line.split() for line in subprocess.run(
+        [str(exe)], capture_output=True, text=True, check=True).stdout.splitlines())
+    for e in C_ENUMS:
+        assert out[e.ctype] == "4"
+        for m in e.members:
+            assert int(out[m.cname]) == m.number, m.cname
+
+
+def _header_enums(incdir):
+    """{C type: {member: value}} of every `typedef enum` of NCCL's headers."""
+    text = "\n".join(p.read_text(errors="replace") for p in incdir.rglob("*.h"))
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
+    names = {"NCCL_CONFIG_UNDEF_INT": -2**31, "INT_MIN": -2**31, "INT_MAX": 2**31 - 1}
+    out = {}
+    for m in re.finditer(r"typedef\s+enum\s*\w*\s*\{([^}]*)\}\s*(\w+)\s*;", text):
+        members, value = {}, -1
+        for item in filter(None, (x.strip() for x in m.group(1).split(","))):
+            name, _, expr = (x.strip() for x in item.partition("="))
+            if expr:
+                expr = re.sub(r"sizeof\s*\(\s*\w+\s*\)", "4", expr)
+                value = eval(expr, {"__builtins__": {}}, {**names, **members})  # noqa: S307
+            else:
+                value += 1
+            members[name] = value
+        out[m.group(2)] = members
+    return out
+
+
+def test_values_are_those_of_the_real_nccl_headers():
+    inc = nccl_include_dir()
+    if inc is None:
+        pytest.skip("no nccl.h installed (nvidia-nccl wheel)")
+    real = _header_enums(inc)
+    for e in C_ENUMS:
+        ours = {m.cname: m.number for m in e.members}
+        assert e.ctype in real, e.ctype
+        # every member NCCL declares, with its value (ours may add RCCL's names)
+        assert {n: ours.get(n) for n in real[e.ctype]} == real[e.ctype], e.ctype
