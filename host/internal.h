@@ -172,7 +172,7 @@ enum { N4P_LOG_NONE = 0, N4P_LOG_VERSION = 1, N4P_LOG_WARN = 2, N4P_LOG_INFO = 3
 #define N4P_COMM_DEAD 0x6e34706465616431ull
 
 /* Reduction operator as resolved for one call. */
-enum { N4P_OP_PREMUL = 5 };
+enum { N4P_OP_PREMUL = ncclNumOps }; /* the first value past the built-in ops */
 typedef struct {
     int dtype;
     int op;                  /* ncclSum..ncclAvg, or N4P_OP_PREMUL */
