@@ -13,6 +13,8 @@ The tables are X-macro files that the C code includes directly:
     src/collectives.def  the collectives and point-to-point calls of
                          nccl.core.Communicator (arguments, count rule,
                          library functions) and their documentation
+    src/enums.def        the other enums (C and Python names, values,
+                         aliases, class bases and docstrings)
 
 How a fact flows:
 
@@ -34,6 +36,9 @@ How a fact flows:
   oldest N4P_LAYOUT of the struct are None where the library does not report
   them), and nccl/_nccl.pyi (the
   struct classes, from render_pyi_structs()).
+* An enum member is one N4P_VALUE line.  C: nccl_api.h makes the enums of
+  them; src/enum_names.h (written here) the names the trace prints.  Python:
+  the classes of nccl/_enums.py (and their names in its __all__).
 * A collective is one N4P_COLL line (and its N4P_COLL_DOC line).  C:
   communicator.c parses, checks, calls and keeps alive every call from its
   descriptor; src/coll_docs.h (written here) holds each method's docstring
