@@ -20,13 +20,14 @@ from typing import Any
 
 from nccl import _nccl
 from nccl import bindings as _b
+from nccl._memspan import MemorySpan
 
 from .cuda import CudaDeviceContext, get_device_id
 
 __all__ = ["NcclMemoryResource", "get_memory_resource", "mem_alloc", "mem_free", "HostBuffer"]
 
 
-class HostBuffer:
+class HostBuffer(MemorySpan):
     """``size`` bytes of host memory from the host backend's ``ncclMemAlloc``.
 
     Exports a 1-D int8 view through DLPack and the buffer protocol of
@@ -43,14 +44,6 @@ class HostBuffer:
         # the array and all of them are gone.
         self._array: Any = (ctypes.c_int8 * max(self._size, 1)).from_address(self._ptr)
         weakref.finalize(self._array, _b.mem_free, self._ptr)
-
-    @property
-    def handle(self) -> int:
-        return self._ptr
-
-    @property
-    def size(self) -> int:
-        return self._size
 
     @property
     def device_id(self) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 from nccl import _nccl
 from nccl import _runtime as _rt
+from nccl._memspan import MemorySpan
 
 __all__ = ["Device", "Stream", "StreamOptions", "Buffer", "MemoryResource", "get_num_devices",
            "GpuRuntimeError", "SHIM_NOTE"]
@@ -220,7 +221,7 @@ def _release(mr: Any, ptr: int, size: int) -> None:
     mr.deallocate(ptr, size)
 
 
-class Buffer(_Strict):
+class Buffer(_Strict, MemorySpan):
     """``size`` bytes at ``handle``, owned through a :class:`MemoryResource`."""
 
     __slots__ = ("_ptr", "_size", "_mr", "_finalizer", "__weakref__")
@@ -246,14 +247,6 @@ class Buffer(_Strict):
     @classmethod
     def allocate(cls, size: int, stream: Any = None) -> "Buffer":
         return Device().allocate(size, stream)
-
-    @property
-    def handle(self) -> int:
-        return self._ptr
-
-    @property
-    def size(self) -> int:
-        return self._size
 
     @property
     def memory_resource(self) -> MemoryResource | None:
