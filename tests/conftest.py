@@ -12,6 +12,7 @@ instead (e.g. the host backend under mpirun).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -91,6 +92,16 @@ def nccl_include_dir() -> Path | None:
         if (inc / "nccl.h").exists():
             return inc
     return None
+
+
+def nccl_header_text() -> str:
+    """The installed nvidia-nccl wheel's headers, concatenated, comments
+    removed; the test is skipped where none is installed."""
+    inc = nccl_include_dir()
+    if inc is None:
+        pytest.skip("no nccl.h installed (nvidia-nccl wheel)")
+    text = "\n".join(p.read_text(errors="replace") for p in inc.rglob("*.h"))
+    return re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
 
 
 def swallowing(fn, exc):
