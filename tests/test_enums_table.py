@@ -2,6 +2,7 @@
 added to it reaches every output, and its values are NCCL's own."""
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 
@@ -9,6 +10,7 @@ import pytest
 
 import gen_types
 from conftest import ROOT, cc, nccl_header_text
+import nccl.core
 from nccl import _enums
 
 ENUMS = gen_types.parse_enums()
@@ -40,14 +42,21 @@ def test_a_member_added_to_the_table_reaches_every_output(tmp_path):
         count, "N4P_VALUE(ncclRedOp_t, ncclBitAnd, BitAnd, 5)\n"
                "N4P_COUNT(ncclRedOp_t, ncclNumOps, NumOps, 6)"))
     stale = _stale(root)
-    assert set(stale) == {"nccl/_enums.py", "src/enum_names.h"}
+    assert set(stale) == {"nccl/_enums.py", "src/enum_names.h", "nccl/core/typing.py"}
     assert "    BitAnd = 5\n    NumOps = 6\n" in stale["nccl/_enums.py"]
     assert '[ncclBitAnd] = "bitand"' in stale["src/enum_names.h"]
-    # an enum of its own: a class, and its name in __all__
+    # nccl.core's NcclRedOp: a member, and a module-level name in __all__
+    assert "    AVG = 4\n    BIT_AND = 5\n" in stale["nccl/core/typing.py"]
+    assert "BIT_AND = NcclRedOp.BIT_AND\n" in stale["nccl/core/typing.py"]
+    assert '"AVG", "BIT_AND"]' in stale["nccl/core/typing.py"]
+    # an enum of its own: a class, and its name in __all__; a class of nccl.core
     table.write_text(table.read_text() + "N4P_ENUM(ncclNew_t, New, FLAG, \"\")\n"
-                     "N4P_VALUE(ncclNew_t, ncclNewA, A, 1)\nN4P_ENUM_END(ncclNew_t)\n")
-    text = _stale(root)["nccl/_enums.py"]
-    assert "class New(IntFlag):\n    A = 1\n" in text and '"New"]' in text
+                     "N4P_VALUE(ncclNew_t, ncclNewA, A, 1)\nN4P_ENUM_END(ncclNew_t)\n"
+                     "N4P_CORE(ncclNew_t, enums, NcclNew, ENUM, \"\")\n")
+    stale = _stale(root)
+    assert "class New(IntFlag):\n    A = 1\n" in stale["nccl/_enums.py"]
+    assert '"New"]' in stale["nccl/_enums.py"]
+    assert "class NcclNew(IntEnum):\n    A = 1\n# --- end" in stale["nccl/core/enums.py"]
 
 
 @pytest.mark.parametrize("line, error", [
@@ -56,6 +65,10 @@ def test_a_member_added_to_the_table_reaches_every_output(tmp_path):
      "integer literals"),
     ("N4P_ENUM(ncclX_t, X, STRANGE, \"\")\nN4P_ENUM_END(ncclX_t)", "bad N4P_ENUM"),
     ("N4P_ENUM(ncclX_t, X, ENUM, \"\")\nN4P_VALUE(ncclX_t, ncclX, X, 1)", "no N4P_ENUM_END"),
+    ("N4P_CORE_SKIP(ncclResult_t, Success)", "not after its N4P_CORE"),
+    ("N4P_CORE(ncclRedOp_t, typing, NcclRedOp2, ENUM, \"\")", "not after its N4P_CORE"),
+    ("N4P_CORE(ncclResult_t, enums, NcclResult, METHODS, \"A doc.\")", "bad N4P_CORE"),
+    ("N4P_CORE_SKIP(ncclRedOp_t, Nothing)", "bad N4P_CORE_SKIP"),
 ])
 def test_bad_table_lines_are_refused(tmp_path, line, error):
     table = tmp_path / "enums.def"
@@ -73,6 +86,30 @@ def test_every_member_reaches_python(e):
     if e.doc:
         assert cls.__doc__ == "\n    ".join(e.doc.splitlines())
     assert e.pyname in _enums.__all__
+
+
+@pytest.mark.parametrize("e", [e for e in ENUMS if e.core], ids=lambda e: e.core.name)
+def test_every_member_reaches_nccl_core(e):
+    """nccl.core's class of an enum: its module, members (nccl.core's
+    spellings, the bindings' values), aliases, bases, docstring and names."""
+    core = e.core
+    module = importlib.import_module(f"nccl.core.{core.module}")
+    cls, bindings = getattr(module, core.name), getattr(_enums, e.pyname)
+    assert (cls.__module__, cls.__qualname__) == (module.__name__, core.name)
+    assert list(cls.__members__) == [n for n, _ in e.core_members()]
+    own = [m for m in e.members if not m.count and m.pyname not in core.skip]
+    assert own
+    for m in own:
+        member = cls[gen_types.core_name(m.pyname)]
+        assert int(member) == int(bindings[m.pyname]) == m.number
+        if core.aliases:
+            assert cls[m.pyname] is member
+        if core.constants:
+            assert getattr(module, member.name) is member and member.name in module.__all__
+    if core.base != "METHODS":
+        assert [b.__name__ for b in cls.__bases__] == gen_types.ENUM_BASES[core.base].split(", ")
+        assert cls.__doc__ == ("\n    ".join(core.doc.splitlines()) if core.doc else None)
+    assert core.name in module.__all__ and core.name in nccl.core.__all__
 
 
 def test_every_member_reaches_c(tmp_path):

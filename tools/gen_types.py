@@ -38,7 +38,10 @@ How a fact flows:
   struct classes, from render_pyi_structs()).
 * An enum member is one N4P_VALUE line.  C: nccl_api.h makes the enums of
   them; src/enum_names.h (written here) the names the trace prints.  Python:
-  the classes of nccl/_enums.py (and their names in its __all__).
+  the classes of nccl/_enums.py (and their names in its __all__); an enum
+  with an N4P_CORE line also has its class in nccl.core (nccl/core/enums.py,
+  nccl/core/typing.py: the members in nccl.core's spelling, NcclRedOp's as
+  module-level names SUM, PROD, ... too).
 * A collective is one N4P_COLL line (and its N4P_COLL_DOC line).  C:
   communicator.c parses, checks, calls and keeps alive every call from its
   descriptor; src/coll_docs.h (written here) holds each method's docstring
@@ -188,15 +191,16 @@ def gen_dtype_table(types: list[DType], bool_as: int) -> list[str]:
     return lines
 
 
+def gen_constants(cls: str, groups: list[list[str]]) -> list[str]:
+    """Module-level names of the members of cls (a member's name first, its
+    aliases after it), and their names added to __all__."""
+    lines = [" = ".join(group) + f" = {cls}.{group[0]}" for group in groups]
+    return lines + _wrap("__all__ += [", [f'"{n}"' for group in groups for n in group], "]")
+
+
 def gen_dtype_constants(types: list[DType]) -> list[str]:
-    lines = []
-    names = []
-    for t in types:
-        group = [n.upper() for n in [t.name, *t.aliases]]
-        names += group
-        lines.append(" = ".join(group) + f" = NcclDataType.{t.name.upper()}")
-    lines += _wrap("__all__ += [", [f'"{n}"' for n in names], "]")
-    return lines
+    return gen_constants("NcclDataType", [[n.upper() for n in [t.name, *t.aliases]]
+                                          for t in types])
 
 
 # -------------------------------------------------------------------- enums
@@ -220,6 +224,18 @@ class EnumMember:
 
 
 @dataclass
+class CoreEnum:
+    """The class of nccl.core of an enum (N4P_CORE and the lines after it)."""
+    module: str  # nccl.core.<module>
+    name: str
+    base: str    # a key of ENUM_BASES, or METHODS
+    doc: str
+    skip: set[str] = field(default_factory=set)  # bindings' names it leaves out
+    aliases: bool = False    # the bindings' names are aliases
+    constants: bool = False  # the members are module-level names too
+
+
+@dataclass
 class Enum:
     ctype: str
     pyname: str
@@ -227,6 +243,22 @@ class Enum:
     doc: str
     c: bool  # a C type of its own (N4P_ENUM), else a second Python class (N4P_PYENUM)
     members: list[EnumMember] = field(default_factory=list)
+    core: CoreEnum | None = None
+
+    def core_members(self) -> list[tuple[str, str]]:
+        """(name, value) of the members of the nccl.core class, in order: the
+        value a literal, or the name of the member an alias stands for."""
+        assert self.core is not None
+        own = [m for m in self.members if not m.count and m.pyname not in self.core.skip]
+        out = [(core_name(m.pyname), ENUM_LIMITS.get(m.value, m.value)) for m in own]
+        if self.core.aliases:
+            out += [(m.pyname, core_name(m.pyname)) for m in own if m.pyname != core_name(m.pyname)]
+        return out
+
+
+def core_name(pyname: str) -> str:
+    """A member's nccl.core spelling: upper case, words split at their capitals."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", pyname).upper()
 
 
 def parse_enums(path: Path = SRC / "enums.def") -> list[Enum]:
@@ -251,6 +283,8 @@ def parse_enums(path: Path = SRC / "enums.def") -> list[Enum]:
             if not is_open or a[0] != enums[-1].ctype:
                 raise SystemExit(f"{path}: N4P_ENUM_END of no open enum: {a}")
             is_open = False
+        elif macro.startswith("N4P_CORE"):
+            _parse_core(path, macro, a, {e.ctype: e for e in enums if e.c})
     if is_open:
         raise SystemExit(f"{path}: {enums[-1].ctype} has no N4P_ENUM_END")
     bad = [m.value for e in enums for m in e.members
@@ -260,18 +294,62 @@ def parse_enums(path: Path = SRC / "enums.def") -> list[Enum]:
     return enums
 
 
+def _parse_core(path: Path, macro: str, a: list[str], by_ctype: dict[str, Enum]) -> None:
+    e = by_ctype.get(a[0])
+    if e is None or (macro == "N4P_CORE") == (e.core is not None):
+        raise SystemExit(f"{path}: {macro} of no enum, or not after its N4P_CORE: {a}")
+    if macro == "N4P_CORE":
+        if a[3] not in (*ENUM_BASES, "METHODS") or (a[3] == "METHODS" and a[4] != '""'):
+            raise SystemExit(f"{path}: bad N4P_CORE {a} (a METHODS class has its own doc)")
+        e.core = CoreEnum(a[1], a[2], a[3], c_string(a[4]) if a[4] != '""' else "")
+    elif e.core is not None and macro == "N4P_CORE_SKIP" and a[1] in {m.pyname for m in e.members}:
+        e.core.skip.add(a[1])
+    elif e.core is not None and macro in ("N4P_CORE_ALIASES", "N4P_CORE_CONSTANTS"):
+        setattr(e.core, macro.removeprefix("N4P_CORE_").lower(), True)
+    else:
+        raise SystemExit(f"{path}: bad {macro} {a}")
+
+
+def _enum_class(name: str, bases: str, doc: str, members: list[tuple[str, str]]) -> list[str]:
+    lines = [f"class {name}({bases}):"]
+    if doc:
+        doc_lines = doc.splitlines()
+        lines += [f'    """{doc_lines[0]}'] + [f"    {line}" for line in doc_lines[1:]]
+        lines[-1] += '"""'
+    return lines + [f"    {n} = {v}" for n, v in members] + ["", ""]
+
+
 def gen_enum_classes(enums: list[Enum]) -> list[str]:
     """The classes of nccl/_enums.py, and their names added to __all__."""
     lines: list[str] = []
     for e in enums:
-        lines += [f"class {e.pyname}({ENUM_BASES[e.base]}):"]
-        if e.doc:
-            doc = e.doc.splitlines()
-            lines += [f'    """{doc[0]}'] + [f"    {line}" for line in doc[1:]]
-            lines[-1] += '"""'
-        lines += [f"    {m.pyname} = {ENUM_LIMITS.get(m.value, m.value)}" for m in e.members]
-        lines += ["", ""]
+        lines += _enum_class(e.pyname, ENUM_BASES[e.base], e.doc,
+                             [(m.pyname, ENUM_LIMITS.get(m.value, m.value)) for m in e.members])
     return lines + _wrap("__all__ += [", [f'"{e.pyname}"' for e in enums], "]")
+
+
+def gen_core_enums(enums: list[Enum]) -> dict[str, dict[str, list[str]]]:
+    """The generated blocks of the nccl.core classes, by file: "enums" (the
+    classes of a module), <class> (the members of a METHODS class) and
+    "<class> constants" (module-level names of the members)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for e in enums:
+        if e.core is None:
+            continue
+        c = e.core
+        blocks = out.setdefault(f"nccl/core/{c.module}.py", {})
+        members = e.core_members()
+        if c.base == "METHODS":
+            blocks[c.name] = [f"{n} = {v}" for n, v in members]
+        else:
+            blocks.setdefault("enums", []).extend(
+                _enum_class(c.name, ENUM_BASES[c.base], c.doc, members))
+        if c.constants:
+            blocks[f"{c.name} constants"] = gen_constants(c.name, [[n] for n, _ in members])
+    for blocks in out.values():
+        if "enums" in blocks:
+            blocks["enums"] = blocks["enums"][:-2]  # no blank lines after the last class
+    return out
 
 
 # the enums whose value names src/trace.c prints
@@ -773,7 +851,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     structs = parse_structs(root / "src" / "structs.def")
     colls, rules = parse_collectives(root / "src" / "collectives.def")
     enums = parse_enums(root / "src" / "enums.def")
-    blocks = {
+    blocks: dict[str, dict[str, list[str]]] = {
         "nccl/_enums.py": {"enums": gen_enum_classes(enums),
                            "DataType": gen_enum_members(types, upper=False)
                            + [f"NumTypes = {len(types)}"]},
@@ -794,6 +872,8 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
                            "collective methods": [
                                line[4:] for line in render_pyi_communicator(colls).splitlines()]},
     }
+    for rel, core_blocks in gen_core_enums(enums).items():
+        blocks.setdefault(rel, {}).update(core_blocks)
     out = {root / "src" / "coll_docs.h": gen_coll_docs(colls, rules, _rccl_only()),
            root / "src" / "enum_names.h": gen_enum_names(enums)}
     for rel, b in blocks.items():
