@@ -24,7 +24,7 @@
 
 #include "internal.h"
 
-#define CTA_POLICY_MAX 3 /* NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO */
+#define CTA_POLICY_MAX (NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO)
 
 static ncclResult_t check_config(const char *fn, ncclComm_t comm,
                                  const ncclCollConfig_t *config)

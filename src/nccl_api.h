@@ -44,6 +44,10 @@ typedef struct {
 #define N4P_ENUM(CType, PyClass, base, doc) typedef enum {
 #define N4P_VALUE(CType, CName, PyName, value) CName = value,
 #define N4P_ENUM_END(CType) } CType;
+/* and nccl.h's #define groups as constants (NCCL_CTA_POLICY_ZERO, ...) */
+#define N4P_DEFINES(Group, CoreClass, base, doc) enum {
+#define N4P_DEFINE(Group, CName, PyName, value, OldName) CName = value,
+#define N4P_DEFINES_END(Group) };
 #include "enums.def"
 
 /* The data types, from dtypes.def (ncclInt8 = 0, ..., ncclNumTypes). */

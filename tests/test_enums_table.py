@@ -15,6 +15,7 @@ from nccl import _enums
 
 ENUMS = gen_types.parse_enums()
 C_ENUMS = [e for e in ENUMS if e.c]
+DEFINES = [e for e in ENUMS if e.defines]  # nccl.h's #define groups
 
 
 def _copy_tree(root):
@@ -57,6 +58,14 @@ def test_a_member_added_to_the_table_reaches_every_output(tmp_path):
     assert "class New(IntFlag):\n    A = 1\n" in stale["nccl/_enums.py"]
     assert '"New"]' in stale["nccl/_enums.py"]
     assert "class NcclNew(IntEnum):\n    A = 1\n# --- end" in stale["nccl/core/enums.py"]
+    # a #define: C declares it from the table itself, nccl.core.constants has the member
+    last = "N4P_DEFINE(NCCL_WIN, NCCL_WIN_CFT_COUNTED,     CFT_COUNTED,     0x08, )"
+    assert last in table.read_text()
+    table.write_text(table.read_text().replace(
+        last, last + "\nN4P_DEFINE(NCCL_WIN, NCCL_WIN_NEW, NEW, 0x10, New)"))
+    text = _stale(root)["nccl/core/constants.py"]
+    assert "    CFT_COUNTED = 0x08\n    NEW = 0x10\n" in text
+    assert "    StrictOrdering = STRICT_ORDERING\n    New = NEW\n" in text
 
 
 @pytest.mark.parametrize("line, error", [
@@ -69,6 +78,9 @@ def test_a_member_added_to_the_table_reaches_every_output(tmp_path):
     ("N4P_CORE(ncclRedOp_t, typing, NcclRedOp2, ENUM, \"\")", "not after its N4P_CORE"),
     ("N4P_CORE(ncclResult_t, enums, NcclResult, METHODS, \"A doc.\")", "bad N4P_CORE"),
     ("N4P_CORE_SKIP(ncclRedOp_t, Nothing)", "bad N4P_CORE_SKIP"),
+    ("N4P_DEFINE(NCCL_WIN, NCCL_WIN_X, X, 0x10, )", "outside its N4P_DEFINES"),
+    ("N4P_DEFINES(NCCL_X, X, DECODES, \"\")\nN4P_DEFINES_END(NCCL_X)", "bad N4P_DEFINES"),
+    ("N4P_DEFINES(NCCL_X, X, FLAG, \"\")\nN4P_ENUM_END(NCCL_X)", "N4P_ENUM_END of no open"),
 ])
 def test_bad_table_lines_are_refused(tmp_path, line, error):
     table = tmp_path / "enums.def"
@@ -77,7 +89,7 @@ def test_bad_table_lines_are_refused(tmp_path, line, error):
         gen_types.parse_enums(table)
 
 
-@pytest.mark.parametrize("e", ENUMS, ids=lambda e: e.pyname)
+@pytest.mark.parametrize("e", [e for e in ENUMS if not e.defines], ids=lambda e: e.pyname)
 def test_every_member_reaches_python(e):
     cls = getattr(_enums, e.pyname)
     assert [(n, int(m)) for n, m in cls.__members__.items()] == [
@@ -94,16 +106,21 @@ def test_every_member_reaches_nccl_core(e):
     spellings, the bindings' values), aliases, bases, docstring and names."""
     core = e.core
     module = importlib.import_module(f"nccl.core.{core.module}")
-    cls, bindings = getattr(module, core.name), getattr(_enums, e.pyname)
+    cls = getattr(module, core.name)
+    bindings = None if e.defines else getattr(_enums, e.pyname)
     assert (cls.__module__, cls.__qualname__) == (module.__name__, core.name)
     assert list(cls.__members__) == [n for n, _ in e.core_members()]
     own = [m for m in e.members if not m.count and m.pyname not in core.skip]
     assert own
     for m in own:
         member = cls[gen_types.core_name(m.pyname)]
-        assert int(member) == int(bindings[m.pyname]) == m.number
+        assert int(member) == m.number
+        if bindings is not None:
+            assert int(bindings[m.pyname]) == m.number
         if core.aliases:
             assert cls[m.pyname] is member
+        if m.alias:
+            assert cls[m.alias] is member
         if core.constants:
             assert getattr(module, member.name) is member and member.name in module.__all__
     if core.base != "METHODS":
@@ -113,11 +130,14 @@ def test_every_member_reaches_nccl_core(e):
 
 
 def test_every_member_reaches_c(tmp_path):
-    """The C header declares every enum of the table with the table's values."""
+    """The C header declares every enum and #define of the table with the
+    table's values."""
     lines = ['#include <stdio.h>', '#include "nccl_api.h"', "int main(void) {"]
     for e in C_ENUMS:
         lines.append(f'printf("{e.ctype} %zu\\n", sizeof({e.ctype}));')
         lines += [f'printf("{m.cname} %lld\\n", (long long){m.cname});' for m in e.members]
+    lines += [f'printf("{m.cname} %lld\\n", (long long){m.cname});'
+              for e in DEFINES for m in e.members]
     src = tmp_path / "enums.c"
     src.write_text("\n".join(lines + ["return 0;", "}"]) + "\n")
     exe = tmp_path / "enums"
@@ -129,6 +149,8 @@ def test_every_member_reaches_c(tmp_path):
         assert out[e.ctype] == "4"
         for m in e.members:
             assert int(out[m.cname]) == m.number, m.cname
+    assert {m.cname: int(out[m.cname]) for e in DEFINES for m in e.members} == {
+        m.cname: m.number for e in DEFINES for m in e.members}
 
 
 def _header_enums(text):
@@ -156,3 +178,21 @@ def test_values_are_those_of_the_real_nccl_headers():
         assert e.ctype in real, e.ctype
         # every member NCCL declares, with its value (ours may add RCCL's names)
         assert {n: ours.get(n) for n in real[e.ctype]} == real[e.ctype], e.ctype
+
+
+# #defines whose prefix is a group's but are not members of it
+NOT_IN_GROUP = {"NCCL_WIN_REQUIRED_ALIGNMENT"}
+
+
+def test_define_groups_are_those_of_the_real_nccl_headers():
+    """Every #define of a group's prefix in NCCL's headers is a member, with
+    NCCL's value (and no member is one NCCL lacks)."""
+    text = nccl_header_text()
+    real = {n: int(v, 0) for n, v in re.findall(
+        r"^\s*#\s*define\s+(NCCL_\w+)\s+\(?(0x[0-9A-Fa-f]+|\d+)\)?\s*$", text, flags=re.M)}
+    assert DEFINES
+    for e in DEFINES:
+        ours = {m.cname: m.number for m in e.members}
+        theirs = {n: v for n, v in real.items()
+                  if n.startswith(e.ctype + "_") and n not in NOT_IN_GROUP}
+        assert ours == theirs, e.ctype

@@ -14,7 +14,8 @@ The tables are X-macro files that the C code includes directly:
                          nccl.core.Communicator (arguments, count rule,
                          library functions) and their documentation
     src/enums.def        the other enums (C and Python names, values,
-                         aliases, class bases and docstrings)
+                         aliases, class bases and docstrings, nccl.core's
+                         classes) and nccl.h's groups of #defines
 
 How a fact flows:
 
@@ -41,7 +42,9 @@ How a fact flows:
   the classes of nccl/_enums.py (and their names in its __all__); an enum
   with an N4P_CORE line also has its class in nccl.core (nccl/core/enums.py,
   nccl/core/typing.py: the members in nccl.core's spelling, NcclRedOp's as
-  module-level names SUM, PROD, ... too).
+  module-level names SUM, PROD, ... too).  A group of nccl.h's #defines is
+  one N4P_DEFINES line and an N4P_DEFINE line per member: C constants in
+  nccl_api.h, a class in nccl/core/constants.py.
 * A collective is one N4P_COLL line (and its N4P_COLL_DOC line).  C:
   communicator.c parses, checks, calls and keeps alive every call from its
   descriptor; src/coll_docs.h (written here) holds each method's docstring
@@ -217,6 +220,7 @@ class EnumMember:
     pyname: str
     value: str         # as the table writes it (a literal, INT_MIN or INT_MAX)
     count: bool = False
+    alias: str = ""    # an older spelling of nccl.core's class (N4P_DEFINE's OldName)
 
     @property
     def number(self) -> int:
@@ -244,6 +248,7 @@ class Enum:
     c: bool  # a C type of its own (N4P_ENUM), else a second Python class (N4P_PYENUM)
     members: list[EnumMember] = field(default_factory=list)
     core: CoreEnum | None = None
+    defines: bool = False  # a group of #defines (N4P_DEFINES): no class in nccl._enums
 
     def core_members(self) -> list[tuple[str, str]]:
         """(name, value) of the members of the nccl.core class, in order: the
@@ -251,8 +256,10 @@ class Enum:
         assert self.core is not None
         own = [m for m in self.members if not m.count and m.pyname not in self.core.skip]
         out = [(core_name(m.pyname), ENUM_LIMITS.get(m.value, m.value)) for m in own]
-        if self.core.aliases:
-            out += [(m.pyname, core_name(m.pyname)) for m in own if m.pyname != core_name(m.pyname)]
+        for m in own:
+            alias = m.pyname if self.core.aliases else m.alias
+            if alias and alias != core_name(m.pyname):
+                out.append((alias, core_name(m.pyname)))
         return out
 
 
@@ -272,7 +279,7 @@ def parse_enums(path: Path = SRC / "enums.def") -> list[Enum]:
                               macro == "N4P_ENUM"))
             is_open = macro == "N4P_ENUM"
         elif macro in ("N4P_VALUE", "N4P_COUNT"):
-            if not is_open or a[0] != enums[-1].ctype:
+            if not is_open or enums[-1].defines or a[0] != enums[-1].ctype:
                 raise SystemExit(f"{path}: {macro} outside its N4P_ENUM: {a}")
             enums[-1].members.append(EnumMember(a[1], a[2], a[3], macro == "N4P_COUNT"))
         elif macro == "N4P_PYVALUE":
@@ -280,11 +287,26 @@ def parse_enums(path: Path = SRC / "enums.def") -> list[Enum]:
                 raise SystemExit(f"{path}: N4P_PYVALUE outside its N4P_PYENUM: {a}")
             enums[-1].members.append(EnumMember(None, a[1], a[2]))
         elif macro == "N4P_ENUM_END":
-            if not is_open or a[0] != enums[-1].ctype:
+            if not is_open or enums[-1].defines or a[0] != enums[-1].ctype:
                 raise SystemExit(f"{path}: N4P_ENUM_END of no open enum: {a}")
             is_open = False
         elif macro.startswith("N4P_CORE"):
             _parse_core(path, macro, a, {e.ctype: e for e in enums if e.c})
+        elif macro == "N4P_DEFINES":
+            if is_open or a[2] not in ("ENUM", "FLAG"):
+                raise SystemExit(f"{path}: bad {macro} {a}")
+            doc = c_string(a[3]) if a[3] != '""' else ""
+            enums.append(Enum(a[0], a[1], a[2], doc, False, defines=True,
+                              core=CoreEnum("constants", a[1], a[2], doc)))
+            is_open = True
+        elif macro == "N4P_DEFINE":
+            if not is_open or not enums[-1].defines or a[0] != enums[-1].ctype:
+                raise SystemExit(f"{path}: {macro} outside its N4P_DEFINES: {a}")
+            enums[-1].members.append(EnumMember(a[1], a[2], a[3], alias=a[4]))
+        elif macro == "N4P_DEFINES_END":
+            if not is_open or not enums[-1].defines or a[0] != enums[-1].ctype:
+                raise SystemExit(f"{path}: N4P_DEFINES_END of no open group: {a}")
+            is_open = False
     if is_open:
         raise SystemExit(f"{path}: {enums[-1].ctype} has no N4P_ENUM_END")
     bad = [m.value for e in enums for m in e.members
@@ -322,6 +344,7 @@ def _enum_class(name: str, bases: str, doc: str, members: list[tuple[str, str]])
 def gen_enum_classes(enums: list[Enum]) -> list[str]:
     """The classes of nccl/_enums.py, and their names added to __all__."""
     lines: list[str] = []
+    enums = [e for e in enums if not e.defines]
     for e in enums:
         lines += _enum_class(e.pyname, ENUM_BASES[e.base], e.doc,
                              [(m.pyname, ENUM_LIMITS.get(m.value, m.value)) for m in e.members])
