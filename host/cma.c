@@ -12,6 +12,12 @@
  * joined: each rank publishes the address of a word of its own memory
  * (n4p_rank_ctl.probe_addr) and reads that word of every peer.  A rank for
  * which a read fails, or returns the wrong value, never offers single copy.
+ * The root of a broadcast also writes into its peers' buffers with
+ * process_vm_writev (see n4p_cma_push_bytes), which the kernel allows
+ * exactly when it allows the read; only a seccomp filter could refuse one
+ * and not the other, so the probe also calls process_vm_writev with
+ * nothing to write, which such a filter refuses and which touches no
+ * memory of the peer.
  *
  * Agreement.  A call that may go single-copy starts with a round in which
  * every rank publishes its buffers' addresses and N4P_DIRECT_OK, or
@@ -25,7 +31,8 @@
  *
  * Completion.  After its reads a rank arrives at a second round; the owner
  * of a buffer that peers read waits in it for them, so no rank returns (and
- * lets its caller reuse or free the buffer) while a peer still reads it.
+ * lets its caller reuse or free the buffer) while a peer still reads it;
+ * the receivers of a broadcast wait in it for the root's writes.
  * A failed read (a peer that died or unmapped its buffer) fails the call
  * with ncclRemoteError and poisons the segment, so the peers fail too.
  */
@@ -92,6 +99,13 @@ static ssize_t read_peer(pid_t pid, void *dst, uint64_t src, size_t n)
     return process_vm_readv(pid, &local, 1, &remote, 1, 0);
 }
 
+static ssize_t write_peer(pid_t pid, uint64_t dst, const void *src, size_t n)
+{
+    struct iovec local = {(void *)(uintptr_t)src, n};
+    struct iovec remote = {(void *)(uintptr_t)dst, n};
+    return process_vm_writev(pid, &local, 1, &remote, 1, 0);
+}
+
 void n4p_cma_probe(ncclComm_t c)
 {
     c->cma = false;
@@ -115,6 +129,8 @@ void n4p_cma_probe(ncclComm_t c)
             why = strerror(got < 0 ? errno : EIO), bad = k;
         else if (word != N4P_COMM_MAGIC)
             why = "unexpected data", bad = k;
+        else if (write_peer((pid_t)p->pid, p->probe_addr, &word, 0) != 0)
+            why = strerror(errno), bad = k;
     }
     c->cma = why == NULL;
     if (c->cma)
@@ -123,7 +139,7 @@ void n4p_cma_probe(ncclComm_t c)
                 (void *)c, c->rank, c->nranks);
     else
         n4p_log(N4P_LOG_INFO, c, "comm %p rank %d nRanks %d host backend: staged "
-                "transfers only; process_vm_readv of rank %d failed: %s",
+                "transfers only; process_vm_readv/writev of rank %d failed: %s",
                 (void *)c, c->rank, c->nranks, bad, why);
 }
 
@@ -176,42 +192,72 @@ static bool slow_distance(const void *dst, uint64_t src)
     return d > 0 && d < 64;
 }
 
-static ncclResult_t read_failed(ncclComm_t c, int peer, int e)
+static ncclResult_t alloc_bounce(ncclComm_t c)
+{
+    if (c->bounce == NULL)
+        c->bounce = aligned_alloc(PAGE_MASK_4K + 1, BOUNCE_BYTES + PAGE_MASK_4K + 1);
+    return c->bounce != NULL ? ncclSuccess
+                             : n4p_fail(c, ncclSystemError, "%s: out of memory", c->cur_op);
+}
+
+static ncclResult_t access_failed(ncclComm_t c, const char *what, int peer, int e)
 {
     ncclResult_t rc = n4p_fail(c, ncclRemoteError,
-                               "%s: reading the buffer of rank %d (pid %d) failed: %s",
-                               c->cur_op, peer, (int)c->pids[peer], strerror(e));
+                               "%s: %s the buffer of rank %d (pid %d) failed: %s",
+                               c->cur_op, what, peer, (int)c->pids[peer], strerror(e));
     n4p_comm_failed(c, rc);
     n4p_poison(c, rc);
     return rc;
 }
 
-ncclResult_t n4p_cma_read(ncclComm_t c, int peer, void *dst, uint64_t src, size_t n)
+/* Moves n bytes between `local` and the peer's address `remote`: into local
+ * (a read) or out of it (a write).  At an unfavourable distance the kernel
+ * copies to or from the bounce buffer, placed at the remote address's
+ * offset within a page, and n4p_copy does the rest. */
+static ncclResult_t transfer(ncclComm_t c, int peer, char *local, uint64_t remote, size_t n,
+                             bool write)
 {
-    char *d = dst;
-    const bool bounce = n > 0 && slow_distance(dst, src);
-    if (bounce && c->bounce == NULL) {
-        c->bounce = aligned_alloc(PAGE_MASK_4K + 1, BOUNCE_BYTES + PAGE_MASK_4K + 1);
-        if (c->bounce == NULL)
-            return n4p_fail(c, ncclSystemError, "%s: out of memory", c->cur_op);
-    }
+    const bool bounce = n > 0 && (write ? slow_distance((void *)(uintptr_t)remote,
+                                                         (uintptr_t)local)
+                                        : slow_distance(local, remote));
+    if (bounce && alloc_bounce(c) != ncclSuccess)
+        return ncclSystemError;
     while (n > 0) {
-        size_t want = n;
-        char *to = d;
-        if (bounce) {
-            want = n < BOUNCE_BYTES ? n : BOUNCE_BYTES;
-            to = c->bounce + (src & PAGE_MASK_4K);
-        }
-        ssize_t got = read_peer((pid_t)c->pids[peer], to, src, want);
+        size_t want = bounce && n > BOUNCE_BYTES ? BOUNCE_BYTES : n;
+        char *buf = bounce ? c->bounce + (remote & PAGE_MASK_4K) : local;
+        if (bounce && write)
+            n4p_copy(buf, local, want, false);
+        const pid_t pid = (pid_t)c->pids[peer];
+        ssize_t got = write ? write_peer(pid, remote, buf, want) : read_peer(pid, buf, remote, want);
         if (got <= 0) {
             int e = got < 0 ? errno : EIO;
             if (e == EINTR)
                 continue;
-            return read_failed(c, peer, e);
+            return access_failed(c, write ? "writing" : "reading", peer, e);
         }
-        if (bounce)
-            n4p_copy(d, to, (size_t)got, false);
-        d += got, src += (uint64_t)got, n -= (size_t)got;
+        if (bounce && !write)
+            n4p_copy(local, buf, (size_t)got, false);
+        local += got, remote += (uint64_t)got, n -= (size_t)got;
     }
     return ncclSuccess;
+}
+
+ncclResult_t n4p_cma_read(ncclComm_t c, int peer, void *dst, uint64_t src, size_t n)
+{
+    return transfer(c, peer, dst, src, n, false);
+}
+
+size_t n4p_cma_push_bytes(ncclComm_t c, size_t bytes)
+{
+    /* The receivers of a broadcast would each copy all of it while the root
+     * waits for them; the root writes the last 1/nranks of the message into
+     * every receiver instead, so that, with a CPU per rank, all ranks copy
+     * about as much (the root (n-1)/n of a message, each receiver the rest).
+     * A multiple of 4 KiB; nothing for messages under nranks pages. */
+    return (bytes / (size_t)c->nranks) & ~(size_t)PAGE_MASK_4K;
+}
+
+ncclResult_t n4p_cma_write(ncclComm_t c, int peer, uint64_t dst, const void *src, size_t n)
+{
+    return transfer(c, peer, (char *)(uintptr_t)src, dst, n, true);
 }

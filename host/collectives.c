@@ -49,8 +49,10 @@
  * skip the segment where the kernel allows it (cma.c): each rank reads the
  * peers' sendbuff straight into its recvbuff with process_vm_readv, in two
  * rounds (publish the buffers; hold their owners until the readers are
- * done).  The size from which that pays depends on the collective and on
- * whether the ranks outnumber the CPUs (cma.c).
+ * done).  The root of a broadcast, which would otherwise idle while the
+ * others read, writes a 1/nranks share of the message into each receiver
+ * (process_vm_writev).  The size from which single copy pays depends on
+ * the collective and on whether the ranks outnumber the CPUs (cma.c).
  *
  * Checking.  The first round of every collective publishes (kind, count,
  * type, op, root) and compares it with those of the ranks it waits for, so
@@ -514,15 +516,24 @@ static ncclResult_t direct_run(ncclComm_t c, const n4p_op *o, int choice, bool *
     const void *const *src = (const void *const *)c->srcs;
     int wait = N4P_ALL;
     switch (o->kind) {
-    case N4P_K_BROADCAST:
+    case N4P_K_BROADCAST: {
+        /* the root writes the tail of the message into every receiver,
+         * which reads the rest and waits for the root's writes */
+        const size_t tail = n4p_cma_push_bytes(c, blk);
         if (r == o->root) {
-            if (send != recv)
+            for (int i = 1; i < n && rc == ncclSuccess && tail > 0; i++) {
+                int k = (r + i) % n;
+                uint64_t dst = c->seg.ranks[k].desc[rd.t % N4P_DEPTH].rbuf;
+                rc = n4p_cma_write(c, k, dst + (blk - tail), send + (blk - tail), tail);
+            }
+            if (rc == ncclSuccess && send != recv)
                 n4p_copy(recv, send, blk, n4p_streaming(c, blk));
         } else {
-            rc = n4p_cma_read(c, o->root, recv, addr(src[o->root], 0), blk);
-            wait = N4P_NOBODY;
+            rc = n4p_cma_read(c, o->root, recv, addr(src[o->root], 0), blk - tail);
+            wait = tail > 0 ? o->root : N4P_NOBODY;
         }
         break;
+    }
     case N4P_K_ALLGATHER:
     case N4P_K_GATHER:
         if (o->kind == N4P_K_GATHER && r != o->root) {

@@ -2,7 +2,7 @@
 
 Three ranks (separate processes) share a communicator; one of them
 misbehaves: it is SIGKILLed during a collective, during single-copy collectives whose
-buffers its peers read, inside a group, or during communicator creation; it never arrives at a collective; or it calls a
+buffers its peers read or (a broadcast's receiver) write, inside a group, or during communicator creation; it never arrives at a collective; or it calls a
 different collective than the others.  For each case the survivors must get
 an NCCLError within the timeout (NCCL4PY_HOST_TIMEOUT=3), abort/destroy must
 return, no /dev/shm segment of these communicators may remain, and a new
@@ -83,6 +83,15 @@ try:
             threading.Timer(0.05, die).start()
         for i in range(1000):
             b.allto_all(big.ctypes.data, res.ctypes.data, big.size // nranks, F32, comm, 0)
+    elif scenario == "kill_single_copy_broadcast":
+        # the root writes part of a large broadcast into the receivers'
+        # buffers; the victim, a receiver, dies in the middle
+        big = np.ones(3 << 20, np.float32)
+        if rank == victim:
+            import threading
+            threading.Timer(0.05, die).start()
+        for i in range(1000):
+            b.broadcast(big.ctypes.data, big.ctypes.data, big.size, F32, 0, comm, 0)
     elif scenario == "never_arrives":
         if rank == victim:
             time.sleep(120)                # killed by the test
@@ -126,6 +135,7 @@ EXPECT = {  # scenario -> statuses the survivors may see
     "kill_group": {REMOTE, TIMEOUT_STATUS},
     "kill_init": {REMOTE, TIMEOUT_STATUS},
     "kill_single_copy": {REMOTE, TIMEOUT_STATUS},
+    "kill_single_copy_broadcast": {REMOTE, TIMEOUT_STATUS},
     "never_arrives": {TIMEOUT_STATUS, REMOTE},
     "mismatch": {INVALID_USAGE},
 }
@@ -135,7 +145,8 @@ EXPECT = {  # scenario -> statuses the survivors may see
 def test_survivors_get_an_error_and_recover(scenario):
     nranks = 3
     uid1, uid2 = new_ids(2)
-    env = host_env(NCCL4PY_HOST_SINGLE_COPY="1" if scenario == "kill_single_copy" else None)
+    env = host_env(NCCL4PY_HOST_SINGLE_COPY="1" if scenario.startswith("kill_single_copy")
+                   else None)
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, scenario, str(r), str(nranks), uid1,
                                uid2], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for r in range(nranks)]
