@@ -288,7 +288,9 @@ def model_work(op: str, n: int, nbytes: int, cpus: int) -> float:
     """Bytes each rank copies in the host backend's large-message algorithm."""
     m = float(nbytes)
     if single_copy(op, n, nbytes, cpus):
-        return m
+        # a broadcast's root writes 1/n of the message into every receiver,
+        # which reads the rest
+        return m * (n - 1) / n if op == "broadcast" else m
     return {"allreduce": m * ((n - 1) / n + (n + 1) / (2 * n) + 1),
             "allgather": m * (n + 1) / n,
             "reduce_scatter": m / n * ((n - 1) + (n + 1) / 2),
