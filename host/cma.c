@@ -55,8 +55,9 @@
  * 10 GB/s at best, and much less while both ranks read each other), and
  * single copy needs a second synchronisation per call, where staging lets
  * ranks run ahead.  So it pays only for large messages, whose second copy
- * would go through memory rather than the cache: from 8 MiB blocks (16 MiB
- * for broadcast) while every rank has a CPU.  With more ranks than CPUs, CPU time and memory
+ * would go through memory rather than the cache: from 8 MiB blocks while
+ * every rank has a CPU.  A broadcast's root copies too (the receivers'
+ * last 1/nranks), so a single-copy broadcast pays from 2 MiB.  With more ranks than CPUs, CPU time and memory
  * traffic are what run out, and single copy pays earlier for all-to-all
  * and all-gather (which stage every byte twice), never for broadcast
  * (whose staging root does not wait for the readers).  The count of online
@@ -79,7 +80,7 @@ static size_t auto_min(ncclComm_t c, int kind)
     case N4P_K_ALLTOALL:
         return crowded ? 1u << 20 : 8u << 20;
     case N4P_K_BROADCAST:
-        return crowded ? SIZE_MAX : 16u << 20;
+        return crowded ? SIZE_MAX : 2u << 20;
     default:
         return SIZE_MAX;
     }
