@@ -257,10 +257,7 @@ n4p_trace_note_status(ncclResult_t r)
         e->status = (int)r;
 }
 
-static const char *const dtype_names[] = {
-#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [value] = #Name,
-#include "dtypes.def"
-};
+static const char *const dtype_names[] = {N4P_NAMES_ncclDataType_t};
 static const char *const redop_names[] = {N4P_NAMES_ncclRedOp_t};
 
 static const char *
@@ -272,21 +269,6 @@ name_of(const char *const *names, size_t n, int v, char *buf, size_t size)
     return buf;
 }
 #define NAME(tbl, v, buf) name_of(tbl, sizeof tbl / sizeof tbl[0], v, buf, sizeof buf)
-
-/* A data type in records: its name in dtypes.def in lower case ("float8e4m3"). */
-static const char *
-dtype_name(int v, char *buf, size_t size)
-{
-    const char *name =
-        name_of(dtype_names, sizeof dtype_names / sizeof dtype_names[0], v, buf, size);
-    if (name == buf)
-        return buf; /* not a known type: the number */
-    size_t i = 0;
-    for (; name[i] != '\0' && i + 1 < size; i++)
-        buf[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
-    buf[i] = '\0';
-    return buf;
-}
 
 static void
 log_line(const n4p_trace *t, const n4p_trace_entry *e)
@@ -300,7 +282,7 @@ log_line(const n4p_trace *t, const n4p_trace_entry *e)
     fprintf(n4p_tsettings.log_file,
             "nccl4py trace: rank %d/%d %s#%llu %s count=%lld %s%s%s%s %.3f ms %s%s\n", t->rank,
             t->nranks, e->p2p ? "p2p" : "", (unsigned long long)e->seq, e->op,
-            e->count == (size_t)-1 ? -1LL : (long long)e->count, dtype_name(e->dtype, d, sizeof d),
+            e->count == (size_t)-1 ? -1LL : (long long)e->count, NAME(dtype_names, e->dtype, d),
             e->redop >= 0 ? " " : "", e->redop >= 0 ? NAME(redop_names, e->redop, o) : "", extra,
             end > 0 ? (double)(n4p_trace_ticks_ns(end) - n4p_trace_ticks_ns(e->t_enqueue)) / 1e6
                     : 0.0,
@@ -489,7 +471,7 @@ write_entry(FILE *f, const n4p_trace_entry *e, int first)
             first ? "" : ",", (unsigned long long)e->seq, e->p2p ? "p2p" : "coll", e->op,
             e->count == (size_t)-1 ? -1LL : (long long)e->count,
             e->recvcount == (size_t)-1 ? -1LL : (long long)e->recvcount,
-            e->dtype < 0 ? "" : dtype_name(e->dtype, d, sizeof d));
+            e->dtype < 0 ? "" : NAME(dtype_names, e->dtype, d));
     if (e->redop < 0)
         fputs("null", f);
     else
