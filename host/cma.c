@@ -57,10 +57,11 @@
  * ranks run ahead.  So it pays only for large messages, whose second copy
  * would go through memory rather than the cache: from 8 MiB blocks while
  * every rank has a CPU.  A broadcast's root copies too (the receivers'
- * last 1/nranks), so a single-copy broadcast pays from 2 MiB.  With more ranks than CPUs, CPU time and memory
- * traffic are what run out, and single copy pays earlier for all-to-all
- * and all-gather (which stage every byte twice), never for broadcast
- * (whose staging root does not wait for the readers).  The count of online
+ * last 1/nranks), so a single-copy broadcast pays from 2 MiB.  With more
+ * ranks than CPUs, CPU time and memory traffic are what run out, and
+ * single copy pays earlier for all-to-all and all-gather (which stage every
+ * byte twice), never for broadcast (whose staging root does not wait for
+ * the readers).  The count of online
  * CPUs is the same for every rank of the machine, so all ranks choose
  * alike. */
 static size_t auto_min(ncclComm_t c, int kind)
@@ -229,7 +230,8 @@ static ncclResult_t transfer(ncclComm_t c, int peer, char *local, uint64_t remot
         if (bounce && write)
             n4p_copy(buf, local, want, false);
         const pid_t pid = (pid_t)c->pids[peer];
-        ssize_t got = write ? write_peer(pid, remote, buf, want) : read_peer(pid, buf, remote, want);
+        ssize_t got =
+            write ? write_peer(pid, remote, buf, want) : read_peer(pid, buf, remote, want);
         if (got <= 0) {
             int e = got < 0 ? errno : EIO;
             if (e == EINTR)
