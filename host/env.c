@@ -46,10 +46,12 @@ static const env_var vars[] = {
      "Seconds without progress before a wait fails with ncclTimeout"},
     {"NCCL4PY_HOST_WAIT_REPORT", SECONDS, 0, ONE_YEAR, 10, FIELD(wait_report),
      "never report", "Seconds a call waits before a line on stderr names the ranks it waits for"},
-    {"NCCL4PY_HOST_SLOT_BYTES", BYTES, N4P_MIN_SLOT, N4P_MAX_BUF, 0, FIELD(slot_bytes), NULL,
+    {"NCCL4PY_HOST_SLOT_BYTES", BYTES, N4P_MIN_SLOT, N4P_MAX_BUF, 0, FIELD(slot_bytes),
+     "16 MiB/(nranks+1), within 64 KiB..512 KiB",
      "Size of a collective staging slot; 0 (the default): 16 MiB/(nranks+1), within "
      "64 KiB..512 KiB"},
-    {"NCCL4PY_HOST_RING_BYTES", BYTES, N4P_MIN_RING, N4P_MAX_BUF, 0, FIELD(ring_bytes), NULL,
+    {"NCCL4PY_HOST_RING_BYTES", BYTES, N4P_MIN_RING, N4P_MAX_BUF, 0, FIELD(ring_bytes),
+     "32 MiB/nranks^2, within 64 KiB..1 MiB",
      "Capacity of each point-to-point ring; 0 (the default): 32 MiB/nranks^2, within "
      "64 KiB..1 MiB"},
     {"NCCL4PY_HOST_SINGLE_COPY", SWITCH, 0, N4P_SWITCH_AUTO, N4P_SWITCH_AUTO,
@@ -129,7 +131,7 @@ static void describe(const env_var *v, char *buf, size_t len)
         snprintf(buf, len, "0, 1 or auto");
         return;
     }
-    char zero[64] = "";
+    char zero[96] = "";
     if (v->zero != NULL)
         snprintf(zero, sizeof zero, "; 0 means %s", v->zero);
     snprintf(buf, len, "%s from %.15g to %.15g%s%s",
@@ -148,7 +150,8 @@ static ncclResult_t read_one(const env_var *v, double *val, bool *from_env)
     bool ok = v->type == SECONDS  ? parse_seconds(text, val)
               : v->type == SWITCH ? parse_switch(text, val)
                                   : parse_bytes(text, val);
-    if (!ok || *val < v->min || *val > v->max) {
+    /* 0 is accepted below `min` where the variable gives it a meaning */
+    if (!ok || (*val < v->min && !(*val == 0 && v->zero != NULL)) || *val > v->max) {
         char accepted[N4P_ENV_DESCLEN];
         describe(v, accepted, sizeof accepted);
         return n4p_fail(NULL, ncclInvalidArgument,
