@@ -89,11 +89,14 @@ typedef struct {
     int set;         /* the slot set it writes: t & 1 */
 } round_t;
 
-static ncclResult_t begin(round_t *rd, unsigned reuse)
+/* Begin a round that writes the eager entries (or nothing), or else the
+ * next set of staging slots. */
+static ncclResult_t begin(round_t *rd, bool eager)
 {
     rd->t = rd->c->epoch;
     rd->set = (int)(rd->t & 1);
-    return n4p_round_open(rd->c, rd->o, reuse, N4P_DIRECT_NO);
+    return n4p_round_open(rd->c, rd->o, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS,
+                          N4P_DIRECT_NO);
 }
 
 /* Arrive; wait for `from` (a rank, N4P_ALL or N4P_NOBODY). */
@@ -102,6 +105,13 @@ static ncclResult_t end(round_t *rd, int from)
     bool check = rd->o != NULL;
     rd->o = NULL;
     return n4p_round_close(rd->c, check, from);
+}
+
+/* A receiver's round of a rooted collective: arrive, wait for the root. */
+static ncclResult_t from_root(round_t *rd, int root)
+{
+    ncclResult_t rc = begin(rd, true);
+    return rc != ncclSuccess ? rc : end(rd, root);
 }
 
 /* Where the piece a rank `src` stages for rank `dst` sits in src's slot
@@ -115,6 +125,13 @@ static inline size_t peer_pos(int dst, int src)
 static inline size_t npeers(int n)
 {
     return n > 1 ? (size_t)n - 1 : 1;
+}
+
+/* The length of the piece that starts at `off` of `total` in pieces of
+ * `piece`: min(piece, total - off), and 0 from the end on. */
+static inline size_t part(size_t total, size_t off, size_t piece)
+{
+    return off < total ? (total - off < piece ? total - off : piece) : 0;
 }
 
 /* The share [*lo, *hi) of m elements that rank k reduces. */
@@ -143,7 +160,7 @@ static ncclResult_t all_reduce(ncclComm_t c, const n4p_op *o,
         /* one round: every rank stages its input (a reduce's root needs
          * not), whoever wants the result reduces them all */
         const bool eager = bytes <= N4P_EAGER_BYTES;
-        if ((rc = begin(&rd, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) != ncclSuccess)
+        if ((rc = begin(&rd, eager)) != ncclSuccess)
             return rc;
         char *mine = eager ? EAGER(r) : SLOT(rd.set, r);
         if (!(root_only && want))
@@ -168,10 +185,10 @@ static ncclResult_t all_reduce(ncclComm_t c, const n4p_op *o,
     const size_t chunk = S / esz;
     size_t prev_off = 0, prev_m = 0;
     for (size_t off = 0;; off += chunk) {
-        const size_t m = off < o->count ? (o->count - off < chunk ? o->count - off : chunk) : 0;
+        const size_t m = part(o->count, off, chunk);
         size_t lo, hi;
         share(m, r, n, &lo, &hi);
-        if ((rc = begin(&rd, N4P_REUSE_SETS)) != ncclSuccess)
+        if ((rc = begin(&rd, false)) != ncclSuccess)
             return rc;
         if (m > 0) {
             char *mine = SLOT(rd.set, r);
@@ -209,9 +226,9 @@ static ncclResult_t broadcast(ncclComm_t c, const n4p_op *o)
     round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
     for (size_t off = 0; off < bytes; off += span) {
-        size_t m = bytes - off < span ? bytes - off : span;
+        const size_t m = part(bytes, off, span);
         if (r == root) {
-            if ((rc = begin(&rd, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) != ncclSuccess)
+            if ((rc = begin(&rd, eager)) != ncclSuccess)
                 return rc;
             n4p_copy(eager ? EAGER(r) : SLOT(rd.set, 0), send + off, m, false);
             if (send != recv)
@@ -219,8 +236,7 @@ static ncclResult_t broadcast(ncclComm_t c, const n4p_op *o)
             if ((rc = end(&rd, N4P_NOBODY)) != ncclSuccess)
                 return rc;
         } else {
-            if ((rc = begin(&rd, N4P_REUSE_EAGER)) != ncclSuccess ||
-                (rc = end(&rd, root)) != ncclSuccess)
+            if ((rc = from_root(&rd, root)) != ncclSuccess)
                 return rc;
             n4p_copy(recv + off, eager ? EAGER(root) : SLOT(rd.set, 0), m, nt);
         }
@@ -246,9 +262,8 @@ static ncclResult_t all_gather(ncclComm_t c, const n4p_op *o, bool root_only)
     round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
     for (size_t off = 0; off < o->count; off += chunk) {
-        size_t m = o->count - off < chunk ? o->count - off : chunk;
-        if ((rc = begin(&rd, eager || !stage ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) !=
-            ncclSuccess)
+        const size_t m = part(o->count, off, chunk);
+        if ((rc = begin(&rd, eager || !stage)) != ncclSuccess)
             return rc;
         if (stage)
             n4p_copy(eager ? EAGER(r) : SLOT(rd.set, r), send + off * esz, m * esz, false);
@@ -289,7 +304,7 @@ static ncclResult_t stage_pairwise(round_t *rd, const pairwise_t *p, const char 
 {
     ncclComm_t c = rd->c;
     const int n = c->nranks, r = c->rank;
-    ncclResult_t rc = begin(rd, p->eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS);
+    ncclResult_t rc = begin(rd, p->eager);
     if (rc != ncclSuccess)
         return rc;
     char *mine = p->eager ? n4p_eager(c, r, rd->t) : n4p_slot(c, rd->set, r);
@@ -321,7 +336,7 @@ static ncclResult_t reduce_scatter(ncclComm_t c, const n4p_op *o,
     round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
     for (size_t off = 0; off < cnt; off += p.piece) {
-        size_t m = cnt - off < p.piece ? cnt - off : p.piece;
+        const size_t m = part(cnt, off, p.piece);
         if ((rc = stage_pairwise(&rd, &p, send, off, m)) != ncclSuccess ||
             (rc = end(&rd, N4P_ALL)) != ncclSuccess)
             return rc;
@@ -346,7 +361,7 @@ static ncclResult_t all_to_all(ncclComm_t c, const n4p_op *o)
     round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
     for (size_t off = 0; off < cnt; off += p.piece) {
-        size_t m = cnt - off < p.piece ? cnt - off : p.piece;
+        const size_t m = part(cnt, off, p.piece);
         if ((rc = stage_pairwise(&rd, &p, send, off, m)) != ncclSuccess)
             return rc;
         size_t own = ((size_t)r * cnt + off) * esz;
@@ -374,7 +389,7 @@ static ncclResult_t all_to_all_v(ncclComm_t c, const n4p_op *o)
 
     /* Round 0: everybody publishes its send and receive counts, so that all
      * ranks check every pair and agree on the number of data rounds. */
-    if ((rc = begin(&rd, N4P_REUSE_SETS)) != ncclSuccess)
+    if ((rc = begin(&rd, false)) != ncclSuccess)
         return rc;
     memcpy(SLOT(rd.set, r), scount, nn * sizeof(size_t));
     memcpy(SLOT(rd.set, r) + nn * sizeof(size_t), rcount, nn * sizeof(size_t));
@@ -398,21 +413,17 @@ static ncclResult_t all_to_all_v(ncclComm_t c, const n4p_op *o)
     }
     const size_t piece = c->seg.slot_bytes / (nn * esz);
     for (size_t off = 0; off < maxc; off += piece) {
-        if ((rc = begin(&rd, N4P_REUSE_SETS)) != ncclSuccess)
+        if ((rc = begin(&rd, false)) != ncclSuccess)
             return rc;
         for (int d = 0; d < n; d++) {
-            size_t len = scount[d] > off ? scount[d] - off : 0;
-            if (len > piece)
-                len = piece;
+            const size_t len = part(scount[d], off, piece);
             n4p_copy(SLOT(rd.set, r) + (size_t)d * piece * esz,
                      (const char *)o->sendbuff + (sdispl[d] + off) * esz, len * esz, false);
         }
         if ((rc = end(&rd, N4P_ALL)) != ncclSuccess)
             return rc;
         for (int s = 0; s < n; s++) {
-            size_t len = rcount[s] > off ? rcount[s] - off : 0;
-            if (len > piece)
-                len = piece;
+            const size_t len = part(rcount[s], off, piece);
             n4p_copy((char *)o->recvbuff + (rdispl[s] + off) * esz,
                      SLOT(rd.set, s) + (size_t)r * piece * esz, len * esz, false);
         }
@@ -434,9 +445,9 @@ static ncclResult_t scatter(ncclComm_t c, const n4p_op *o)
     round_t rd = {c, o, 0, 0};
     ncclResult_t rc;
     for (size_t off = 0; off < cnt; off += piece) {
-        size_t m = cnt - off < piece ? cnt - off : piece;
+        const size_t m = part(cnt, off, piece);
         if (r == root) {
-            if ((rc = begin(&rd, eager ? N4P_REUSE_EAGER : N4P_REUSE_SETS)) != ncclSuccess)
+            if ((rc = begin(&rd, eager)) != ncclSuccess)
                 return rc;
             char *mine = eager ? EAGER(r) : SLOT(rd.set, r);
             for (int d = 0; d < n; d++)
@@ -449,8 +460,7 @@ static ncclResult_t scatter(ncclComm_t c, const n4p_op *o)
             if ((rc = end(&rd, N4P_NOBODY)) != ncclSuccess)
                 return rc;
         } else {
-            if ((rc = begin(&rd, N4P_REUSE_EAGER)) != ncclSuccess ||
-                (rc = end(&rd, root)) != ncclSuccess)
+            if ((rc = from_root(&rd, root)) != ncclSuccess)
                 return rc;
             n4p_copy(recv + off * esz,
                      (eager ? EAGER(root) : SLOT(rd.set, root)) + peer_pos(r, root) * m * esz,
@@ -494,7 +504,7 @@ static ncclResult_t direct_open(round_t *rd, int choice, bool *go)
  * buffers). */
 static ncclResult_t direct_close(round_t *rd, int from)
 {
-    ncclResult_t rc = begin(rd, N4P_REUSE_EAGER);
+    ncclResult_t rc = begin(rd, true);
     return rc != ncclSuccess ? rc : end(rd, from);
 }
 
