@@ -106,18 +106,41 @@ OTHER_CALLS = {
 }
 
 
+class Star(tuple):
+    """An argument of loop() that the timed call unpacks: loop(f, Star(args))
+    times ``f(*args)``, as a caller holding a tuple writes it."""
+
+    __slots__ = ()
+
+
+def loop(f, *args, **kwargs):
+    """A timing loop ``run(n)`` that calls ``f(*args, **kwargs)`` n times.
+
+    The loop is the one a hand-written benchmark has: the call spelled out
+    (the positional arguments, a Star one unpacked, then the keyword ones)
+    with f and every argument bound as default values, so that they are
+    locals of the loop and each iteration costs the call alone.  Its source is
+    generated because the number and the kind of the arguments vary."""
+    bound = {"f": f}
+    spelled = []
+    for i, a in enumerate(args):
+        bound[f"a{i}"] = tuple(a) if isinstance(a, Star) else a  # *a is fastest on a tuple
+        spelled.append(f"*a{i}" if isinstance(a, Star) else f"a{i}")
+    for k, v in kwargs.items():
+        bound[f"kw_{k}"] = v
+        spelled.append(f"{k}=kw_{k}")
+    params = ", ".join(f"{name}={name}" for name in bound)
+    exec(f"def run(n, {params}):\n"  # the defaults are taken from `bound`
+         f"    for _ in range(n):\n"
+         f"        f({', '.join(spelled)})\n", bound)
+    return bound["run"]
+
+
 def other_benches(mod, comm, prefix: str) -> dict:
     """Timing loops of OTHER_CALLS through module `mod`, named prefix + name."""
-    out = {}
-    for name, (fname, before, after) in OTHER_CALLS.items():
-        args = () if before is None else before + (comm,) + after
-
-        def run(n, f=getattr(mod, fname), a=args):
-            for _ in range(n):
-                f(*a)
-
-        out[prefix + name] = run
-    return out
+    return {prefix + name: loop(getattr(mod, fname),
+                                Star(() if before is None else before + (comm,) + after))
+            for name, (fname, before, after) in OTHER_CALLS.items()}
 
 
 # ---------------------------------------------------------------- the library
@@ -294,25 +317,11 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
         a = np.arange(8, dtype=np.float32)
         out = np.empty_like(a)
 
-        def hl_numpy(n, f=comm.allreduce, a=a, o=out, op=SUM):
-            for _ in range(n):
-                f(a, o, op)
-
-        benches["hl_numpy"] = hl_numpy
-
-        def hl_config_none(n, f=comm.allreduce, a=a, o=out, op=SUM):
-            for _ in range(n):
-                f(a, o, op, config=None)
-
-        benches["hl_config_none"] = hl_config_none
+        benches["hl_numpy"] = loop(comm.allreduce, a, out, SUM)
+        benches["hl_config_none"] = loop(comm.allreduce, a, out, SUM, config=None)
         if hasattr(nccl.core, "NCCLCollConfig"):
             cfg = nccl.core.NCCLCollConfig(min_ctas=1)
-
-            def hl_config(n, f=comm.allreduce, a=a, o=out, op=SUM, cfg=cfg):
-                for _ in range(n):
-                    f(a, o, op, config=cfg)
-
-            benches["hl_config"] = hl_config
+            benches["hl_config"] = loop(comm.allreduce, a, out, SUM, config=cfg)
         try:
             import torch
         except Exception as e:  # noqa: BLE001 - any failure means "not importable"
@@ -320,42 +329,19 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
         else:
             notes["torch"] = f"torch {torch.__version__}"
             ta = torch.arange(8, dtype=torch.float32)
-            to = torch.empty_like(ta)
-
-            def hl_torch(n, f=comm.allreduce, a=ta, o=to, op=SUM):
-                for _ in range(n):
-                    f(a, o, op)
-
-            benches["hl_torch"] = hl_torch
-
-        def ll_ours(n, f=b.all_reduce, a=LOW_ARGS):
-            for _ in range(n):
-                f(*a)
-
-        benches["ll_ours"] = ll_ours
-
-        def ll_ours_comm(n, f=b.all_reduce, a=LOW_ARGS[:5] + (b.Comm(FAKE_COMM),) + LOW_ARGS[6:]):
-            for _ in range(n):
-                f(*a)
-
-        benches["ll_ours_comm"] = ll_ours_comm
+            benches["hl_torch"] = loop(comm.allreduce, ta, torch.empty_like(ta), SUM)
+        benches["ll_ours"] = loop(b.all_reduce, Star(LOW_ARGS))
+        with_comm = LOW_ARGS[:5] + (b.Comm(FAKE_COMM),) + LOW_ARGS[6:]
+        benches["ll_ours_comm"] = loop(b.all_reduce, Star(with_comm))
         benches.update(other_benches(b, b.Comm(FAKE_COMM), "other_ours_"))
         pyn = CtypesNccl(libpath)
         assert pyn.get_version() == b.get_version()
+        benches["ctypes"] = loop(pyn.all_reduce, Star(LOW_ARGS))
 
-        def ctypes_pynccl(n, f=pyn.all_reduce, a=LOW_ARGS):
-            for _ in range(n):
-                f(*a)
+        def empty(s, r, c, d, o, cm, st):  # the interpreter's floor
+            return None
 
-        benches["ctypes"] = ctypes_pynccl
-
-        def empty(n, a=LOW_ARGS):
-            def f(s, r, c, d, o, cm, st):
-                return None
-            for _ in range(n):
-                f(*a)
-
-        benches["empty"] = empty
+        benches["empty"] = loop(empty, Star(LOW_ARGS))
     else:
         import nccl.bindings.nccl as ub
 
@@ -369,11 +355,7 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
         up_args = LOW_ARGS[:5] + (ub.Comm(FAKE_COMM),) + LOW_ARGS[6:] if hasattr(
             ub, "Comm") else LOW_ARGS
 
-        def ll_upstream(n, f=ub.all_reduce, a=up_args):
-            for _ in range(n):
-                f(*a)
-
-        benches["ll_upstream"] = ll_upstream
+        benches["ll_upstream"] = loop(ub.all_reduce, Star(up_args))
         benches.update(other_benches(ub, up_args[5], "other_upstream_"))
         # upstream's high-level allreduce, if it can run here
         try:
@@ -389,11 +371,7 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
             msg = str(e).splitlines()[0] if str(e) else ""
             notes["hl_upstream"] = f"{type(e).__name__}: {msg}"
         else:
-            def hl_upstream(n, f=comm.allreduce, a=a, o=out, op=uc.SUM):
-                for _ in range(n):
-                    f(a, o, op)
-
-            benches["hl_upstream"] = hl_upstream
+            benches["hl_upstream"] = loop(comm.allreduce, a, out, uc.SUM)
 
     variant = os.environ.get("NCCL4PY_BENCH_VARIANT")
     if variant:  # a flight-recorder setting: only the high-level call, named for it

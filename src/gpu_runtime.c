@@ -60,18 +60,12 @@ rt_family(void *handle, const char *path)
     return dlsym(handle, "hipGetDeviceCount") != NULL ? RT_HIP : RT_CUDA;
 }
 
-static const n4p_lazylib_spec rt_spec = {
-    .what = "a GPU runtime library",
-    .discovery = "nccl._runtime",
-    .advice = "Install ROCm (libamdhip64.so) or the CUDA runtime (e.g. the nvidia-cuda-runtime "
-              "wheel), or set NCCL4PY_GPU_RUNTIME to the library's path.",
-    .nfns = N4P_GPU_COUNT,
-    .family = rt_family,
-    .symbols = rt_symbols,
-};
-
 static void *rt_fns[N4P_GPU_COUNT];
-static n4p_lazylib rt = N4P_LAZYLIB_INIT(&rt_spec, rt_fns);
+static n4p_lazylib rt = N4P_LAZYLIB(
+    rt_fns, "a GPU runtime library", "nccl._runtime",
+    "Install ROCm (libamdhip64.so) or the CUDA runtime (e.g. the nvidia-cuda-runtime wheel), or "
+    "set NCCL4PY_GPU_RUNTIME to the library's path.",
+    rt_family, rt_symbols, NULL);
 
 static const char *
 rt_symbol(int idx)

@@ -57,8 +57,31 @@ struct n4p_lazylib {
     size_t nattempts;
 };
 
-#define N4P_LAZYLIB_INIT(spec_, fns_) \
-    {.spec = (spec_), .fns = (fns_), .lock = PTHREAD_MUTEX_INITIALIZER}
+/* The initialiser of a lazy library: its symbol table `fns_` (an array of
+ * void *, whose length is the number of symbols) and the facts of its spec
+ * in the order of n4p_lazylib_spec (`loaded_` may be NULL):
+ *
+ *   static void *fns[COUNT];
+ *   static n4p_lazylib lib = N4P_LAZYLIB(fns, "a ... library", "nccl._module",
+ *                                        "Install ...", family, symbols, NULL);
+ *
+ * The spec is a compound literal at file scope, so it is static. */
+#define N4P_LAZYLIB(fns_, what_, discovery_, advice_, family_, symbols_, loaded_) \
+    {.spec = &(const n4p_lazylib_spec){.what = (what_),                           \
+                                       .discovery = (discovery_),                 \
+                                       .advice = (advice_),                       \
+                                       .nfns = N4P_LAZYLIB_COUNT(fns_),           \
+                                       .family = (family_),                       \
+                                       .symbols = (symbols_),                     \
+                                       .loaded = (loaded_)},                      \
+     .fns = (fns_),                                                               \
+     .lock = PTHREAD_MUTEX_INITIALIZER}
+
+/* The length of a symbol table; a pointer instead of an array does not
+ * compile (no _Generic association matches it). */
+#define N4P_LAZYLIB_COUNT(fns_)                                \
+    _Generic(&(fns_), void *(*)[sizeof(fns_) / sizeof(void *)] \
+             : (int)(sizeof(fns_) / sizeof(void *)))
 
 /* Load the library if it is not loaded yet: 0, or -1 with an exception
  * (`error_type` when no candidate loads). */

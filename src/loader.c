@@ -79,18 +79,11 @@ library_loaded(n4p_lazylib *lib)
         set_check(host_interrupt_check);
 }
 
-static const n4p_lazylib_spec nccl_spec = {
-    .what = "an NCCL or RCCL library",
-    .discovery = "nccl._discovery",
-    .advice = "Set NCCL_LIBRARY to the library's path, install nvidia-nccl-cu12/cu13 or ROCm's "
-              "RCCL, or use the bundled host backend with NCCL4PY_BACKEND=host.",
-    .nfns = N4P_API_COUNT,
-    .family = library_family,
-    .symbols = api_symbols,
-    .loaded = library_loaded,
-};
-
-n4p_lazylib n4p_nccl = N4P_LAZYLIB_INIT(&nccl_spec, n4p_fns);
+n4p_lazylib n4p_nccl = N4P_LAZYLIB(
+    n4p_fns, "an NCCL or RCCL library", "nccl._discovery",
+    "Set NCCL_LIBRARY to the library's path, install nvidia-nccl-cu12/cu13 or ROCm's RCCL, or use "
+    "the bundled host backend with NCCL4PY_BACKEND=host.",
+    library_family, api_symbols, library_loaded);
 
 int
 n4p_load(PyObject *mod)
