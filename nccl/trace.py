@@ -31,7 +31,7 @@ FORMAT = "nccl4py-trace-1"
 # states of an entry that completed (or that nobody tracks further)
 _COMPLETE = {"done", "issued"}
 # operations whose send count must be the same on every rank
-_SAME_COUNT = {"allreduce", "reduce", "reduce_scatter", "allgather", "alltoall",
+_SAME_COUNT = {"allreduce", "reduce", "reduce_scatter", "allgather", "gather", "alltoall",
                "allreduce_with_bias"}
 
 
