@@ -27,7 +27,10 @@ def test_generated_parts_are_current():
     assert p.returncode == 0, p.stderr
 
 
-def test_check_mode_finds_a_stale_block(tmp_path):
+def _tree_with(tmp_path, table, old, new):
+    """A copy of the tables and generated files (current) with old replaced
+    by new in one table: the generated files that become stale, with their
+    new text."""
     root = tmp_path / "tree"
     inputs = [ROOT / "src" / name
               for name in ("dtypes.def", "structs.def", "collectives.def", "enums.def")]
@@ -37,11 +40,16 @@ def test_check_mode_finds_a_stale_block(tmp_path):
         (root / rel).write_text(path.read_text())
     assert all((root / p.relative_to(ROOT)).read_text() == text
                for p, text in gen_types.generated(ROOT).items())
-    table = root / "src" / "dtypes.def"
-    table.write_text(table.read_text().replace("N4P_DTYPE_ALIAS(Double, Float64)\n", ""))
-    stale = {p.relative_to(root).as_posix() for p, text in gen_types.generated(root).items()
-             if p.read_text() != text}
-    assert stale == {"nccl/_enums.py", "nccl/core/typing.py"}
+    path = root / "src" / table
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new))
+    return {p.relative_to(root).as_posix(): text for p, text in gen_types.generated(root).items()
+            if p.read_text() != text}
+
+
+def test_check_mode_finds_a_stale_block(tmp_path):
+    stale = _tree_with(tmp_path, "dtypes.def", "N4P_DTYPE_ALIAS(Double, Float64)\n", "")
+    assert set(stale) == {"nccl/_enums.py", "nccl/core/typing.py"}
 
 
 @pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
@@ -180,3 +188,19 @@ def test_docstring_examples_run(tmp_path, nranks):
     code.append("report(ok=True)")
     reports = run_ranks(tmp_path, "\n".join(code) + "\n", nranks)
     assert all(r["ok"] for r in reports)
+
+
+def test_the_trace_compares_the_send_count_of_the_calls_the_table_says():
+    from nccl import trace
+
+    same = set(gen_types.same_count(COLLS))
+    assert trace._SAME_COUNT == same
+    assert {"allreduce", "gather"} <= same and not {"broadcast", "alltoallv", "send"} & same
+
+
+def test_a_collective_added_to_the_table_reaches_the_trace(tmp_path):
+    old = "N4P_COLL(alltoallv,"
+    new = "N4P_COLL(allmax, R_REDUCE, ncclAllReduce, ncclAllReduce, 2, 3, (A_SEND, A_RECV, " \
+          "A_STREAM))\nN4P_COLL_DOC(allmax, \"Max.\", \"pass\")\n" + old
+    stale = _tree_with(tmp_path, "collectives.def", old, new)
+    assert '"allreduce_with_bias", "allmax"}' in stale["nccl/trace.py"]

@@ -54,7 +54,9 @@ How a fact flows:
   communicator.c parses, checks, calls and keeps alive every call from its
   descriptor; src/coll_docs.h (written here) holds each method's docstring
   with its text signature; render_pyi_communicator() gives its stub in
-  nccl/_nccl.pyi.
+  nccl/_nccl.pyi.  Python: nccl/trace.py compares the send count across
+  ranks of the calls every rank makes with a sendbuf of one count (its
+  roles, same_count()).
 
 Only the standard library is used, so setup.py and the tests can run it.
 """
@@ -789,6 +791,24 @@ def text_signature(c: Coll, self_: str = "$self") -> str:
     return f"{c.method}({', '.join(parts)})"
 
 
+# the roles of a call whose ranks need not give the same send count: only the
+# root's sendbuf is read (A_ROOT: the root sends), a count per rank
+# (A_SCOUNTS), one peer (A_PEER)
+OWN_COUNT_ROLES = {"A_ROOT", "A_SCOUNTS", "A_PEER"}
+
+
+def same_count(colls: list[Coll]) -> list[str]:
+    """The methods whose send count is the same on every rank: every rank
+    passes a sendbuf of one count (the trace analyzer compares them)."""
+    return [c.method for c in colls
+            if any(a.role == "A_SEND" for a in c.args)
+            and not any(a.role in OWN_COUNT_ROLES for a in c.args)]
+
+
+def gen_same_count(colls: list[Coll]) -> list[str]:
+    return _wrap("_SAME_COUNT = {", [f'"{m}"' for m in same_count(colls)], "}")
+
+
 def _rccl_only() -> set[str]:
     sys.path.insert(0, str(ROOT / "tools"))
     import gen_api
@@ -960,6 +980,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
         "nccl/core/coll_config.py": {"fields": gen_coll_config_fields(structs),
                                      "NCCLCollConfig": gen_config_class(structs, "CollConfig")},
         "nccl/core/requirements.py": {"fields": gen_dev_fields(structs)},
+        "nccl/trace.py": {"same count": gen_same_count(colls)},
         "nccl/core/communicator.py": {"properties": gen_comm_properties(structs)},
         "nccl/core/properties.py": {"fields": gen_properties_fields(
             structs, oldest_layout(root / "src" / "structs.def", "ncclCommProperties_t"))},
