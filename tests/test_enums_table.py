@@ -20,7 +20,8 @@ DEFINES = [e for e in ENUMS if e.defines]  # nccl.h's #define groups
 
 def _copy_tree(root):
     """The tables and every generated file, copied under root."""
-    inputs = [ROOT / "src" / n for n in ("dtypes.def", "structs.def", "collectives.def", "enums.def")]
+    inputs = [ROOT / "src" / n for n in
+              ("dtypes.def", "structs.def", "collectives.def", "enums.def", "nccl_api.def")]
     for path in [*inputs, *gen_types.generated(ROOT)]:
         dest = root / path.relative_to(ROOT)
         dest.parent.mkdir(parents=True, exist_ok=True)

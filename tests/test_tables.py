@@ -32,8 +32,8 @@ def _tree_with(tmp_path, table, old, new):
     by new in one table: the generated files that become stale, with their
     new text."""
     root = tmp_path / "tree"
-    inputs = [ROOT / "src" / name
-              for name in ("dtypes.def", "structs.def", "collectives.def", "enums.def")]
+    inputs = [ROOT / "src" / name for name in
+              ("dtypes.def", "structs.def", "collectives.def", "enums.def", "nccl_api.def")]
     for path in [*inputs, *gen_types.generated(ROOT)]:
         rel = path.relative_to(ROOT)
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -204,3 +204,24 @@ def test_a_collective_added_to_the_table_reaches_the_trace(tmp_path):
           "A_STREAM))\nN4P_COLL_DOC(allmax, \"Max.\", \"pass\")\n" + old
     stale = _tree_with(tmp_path, "collectives.def", old, new)
     assert '"allreduce_with_bias", "allmax"}' in stale["nccl/trace.py"]
+
+
+def test_the_bench_knows_the_rccl_only_calls_from_the_tables():
+    """A collective of the benchmark is RCCL-only where the function its
+    Communicator method calls is an ``rccl`` entry of the API table."""
+    import gen_api
+    from nccl.bench.collectives import COLLECTIVES, method_name
+
+    rccl = {e.name for e in gen_api.parse_table() if e.since == "rccl"}
+    fns = {c.method: c.fn for c in COLLS}
+    for name, coll in COLLECTIVES.items():
+        fn = fns.get(method_name(coll, nc.Communicator))
+        assert coll.rccl_symbol == (fn if fn in rccl else None), name
+    assert {c.rccl_symbol for c in COLLECTIVES.values()} == {
+        None, "ncclAllReduceWithBias", "ncclAllToAllv"}
+
+
+def test_an_rccl_only_function_reaches_the_bench(tmp_path):
+    old = "ncclAlltoAll             | allto_all                  | 2.28.3 |"
+    stale = _tree_with(tmp_path, "nccl_api.def", old, old.replace("2.28.3", "rccl  "))
+    assert '"alltoall": "ncclAlltoAll"' in stale["nccl/bench/collectives.py"]

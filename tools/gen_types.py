@@ -18,6 +18,9 @@ The tables are X-macro files that the C code includes directly:
                          classes), nccl.h's groups of #defines and its
                          single #defines
 
+and it reads which functions only RCCL has from src/nccl_api.def, the table
+of tools/gen_api.py.
+
 How a fact flows:
 
 * A data type is one N4P_DTYPE line.  C: nccl_api.h makes the enum of it,
@@ -56,7 +59,9 @@ How a fact flows:
   with its text signature; render_pyi_communicator() gives its stub in
   nccl/_nccl.pyi.  Python: nccl/trace.py compares the send count across
   ranks of the calls every rank makes with a sendbuf of one count (its
-  roles, same_count()).
+  roles, same_count()); nccl/bench/collectives.py knows the calls whose
+  function src/nccl_api.def marks rccl (the benchmark skips them where the
+  library lacks it).
 
 Only the standard library is used, so setup.py and the tests can run it.
 """
@@ -809,11 +814,18 @@ def gen_same_count(colls: list[Coll]) -> list[str]:
     return _wrap("_SAME_COUNT = {", [f'"{m}"' for m in same_count(colls)], "}")
 
 
-def _rccl_only() -> set[str]:
+def _rccl_only(path: Path = SRC / "nccl_api.def") -> set[str]:
+    """The library functions the API table marks RCCL-only."""
     sys.path.insert(0, str(ROOT / "tools"))
     import gen_api
 
-    return {e.name for e in gen_api.parse_table() if e.since == "rccl"}
+    return {e.name for e in gen_api.parse_table(path) if e.since == "rccl"}
+
+
+def gen_rccl_only(colls: list[Coll], rccl_only: set[str]) -> list[str]:
+    """The Communicator methods whose library function only RCCL has."""
+    pairs = [f'"{c.method}": "{c.fn}"' for c in colls if c.fn in rccl_only]
+    return _wrap("_RCCL_ONLY = {", pairs, "}")
 
 
 def _para(text: str, indent: str = "", hang: str = "") -> list[str]:
@@ -966,6 +978,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     structs = parse_structs(root / "src" / "structs.def")
     colls, rules = parse_collectives(root / "src" / "collectives.def")
     enums = parse_enums(root / "src" / "enums.def")
+    rccl_only = _rccl_only(root / "src" / "nccl_api.def")
     constants = parse_constants(root / "src" / "enums.def")
     blocks: dict[str, dict[str, list[str]]] = {
         "nccl/_enums.py": {"enums": gen_enum_classes(enums),
@@ -981,6 +994,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
                                      "NCCLCollConfig": gen_config_class(structs, "CollConfig")},
         "nccl/core/requirements.py": {"fields": gen_dev_fields(structs)},
         "nccl/trace.py": {"same count": gen_same_count(colls)},
+        "nccl/bench/collectives.py": {"rccl only": gen_rccl_only(colls, rccl_only)},
         "nccl/core/communicator.py": {"properties": gen_comm_properties(structs)},
         "nccl/core/properties.py": {"fields": gen_properties_fields(
             structs, oldest_layout(root / "src" / "structs.def", "ncclCommProperties_t"))},
@@ -992,7 +1006,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     for rel, core_blocks in gen_core_enums(enums).items():
         blocks.setdefault(rel, {}).update(core_blocks)
     blocks["nccl/core/constants.py"]["values"] = gen_constant_values(constants)
-    out = {root / "src" / "coll_docs.h": gen_coll_docs(colls, rules, _rccl_only()),
+    out = {root / "src" / "coll_docs.h": gen_coll_docs(colls, rules, rccl_only),
            root / "src" / "enum_names.h": gen_enum_names(enums, types),
            root / "src" / "nccl_constants.h": gen_constants_header(constants)}
     for rel, b in blocks.items():
