@@ -123,6 +123,30 @@ def test_coll_config_uses_the_field_table():
     assert getattr(low, event.field.pyname) == 0x1234
 
 
+def test_vendor_options_use_the_field_table():
+    """VendorOption's fields are the ARG fields of ConfigExt's parts, and each
+    reaches its field of the linked ConfigExt nodes."""
+    import dataclasses
+
+    from nccl.core.coll_config import _materialize
+
+    parts = gen_types._vendor_parts(STRUCTS)
+    key = [f for part, s in parts if not s.union for f in gen_types._arg_fields(s)]
+    values = [f for part, s in parts if s.union for f in gen_types._arg_fields(s)]
+    assert [f.name for f in dataclasses.fields(nc.VendorOption)] == \
+        [f.api_args[0] for f in key + values] == \
+        ["vendor_id", "option_id", "int_value", "str_value", "raw_value"]
+    given = {"int": 3, "str": "ring"}
+    options = [nc.VendorOption(7, i, **{f.api_args[0]: given.get(gen_types.KINDS[f.kind], 0x1234)})
+               for i, f in enumerate(values)]
+    held = _materialize(nc.NCCLCollConfig(vendor_options=options))
+    assert held.ptr == held.cfg.ptr and held.cfg.ext == held.nodes[0].ptr
+    for i, (node, f) in enumerate(zip(held.nodes, values)):
+        assert (node.key.vendor_id, node.key.option_id) == (7, i)
+        assert getattr(node.val, f.pyname) == getattr(options[i], f.api_args[0]), f.pyname
+        assert node.next == (held.nodes[i + 1].ptr if i + 1 < len(values) else 0)
+
+
 def test_pyi_struct_classes_render_every_field():
     tree = ast.parse(gen_types.render_pyi_structs())
     classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
@@ -225,3 +249,13 @@ def test_an_rccl_only_function_reaches_the_bench(tmp_path):
     old = "ncclAlltoAll             | allto_all                  | 2.28.3 |"
     stale = _tree_with(tmp_path, "nccl_api.def", old, old.replace("2.28.3", "rccl  "))
     assert '"alltoall": "ncclAlltoAll"' in stale["nccl/bench/collectives.py"]
+
+
+def test_a_vendor_value_added_to_the_table_reaches_vendor_option(tmp_path):
+    old = "N4P_STRUCT_END(ncclConfigExtVal_t, 8)"
+    stale = _tree_with(tmp_path, "structs.def", old, "N4P_FIELD(ncclConfigExtVal_t, float, f, f, "
+                       "F32, 0, 0, ARG(float_value, None))\n" + old)
+    text = stale["nccl/core/coll_config.py"]
+    assert "    raw_value: int | None = None\n    float_value: float | None = None\n" in text
+    assert '("raw_value", "val", "raw", "int"),\n' in text
+    assert '("float_value", "val", "f", "float"))' in text

@@ -34,7 +34,8 @@ How a fact flows:
   and checks every offset and size at compile time; structs.c builds the
   accessor, initial value and layout of each field.  Python:
   nccl/core/config.py (checks of NCCLConfig, the fields of WaitSignalDesc),
-  nccl/core/coll_config.py (the fields of NCCLCollConfig and their checks),
+  nccl/core/coll_config.py (the fields of NCCLCollConfig and their checks;
+  those of VendorOption and the ConfigExt fields they set),
   nccl/core/requirements.py (the fields of NCCLDevCommRequirements),
   nccl/core/communicator.py (the properties read from ncclCommProperties_t),
   nccl/core/properties.py (the fields of NCCLCommProperties: those past the
@@ -514,13 +515,14 @@ class Struct:
     size: int | None = None  # None: opaque (no fields)
     # N4P_FIELD_BEFORE: (lo, hi) -> {field: offset} of the older layouts
     older: dict[tuple[int, int], dict[str, int]] = field(default_factory=dict)
+    union: bool = False  # N4P_UNION: every field at offset 0, one of them set
 
 
 def parse_structs(path: Path = SRC / "structs.def") -> list[Struct]:
     structs: list[Struct] = []
     for macro, a in macro_calls(path):
         if macro in ("N4P_STRUCT", "N4P_OPAQUE", "N4P_UNION"):
-            structs.append(Struct(a[0], a[1], a[2], a[3] == "1"))
+            structs.append(Struct(a[0], a[1], a[2], a[3] == "1", union=macro == "N4P_UNION"))
         elif macro == "N4P_FIELD":
             t, ctype, cname, pyname, kind, offset, _initial, api = a
             if t != structs[-1].ctype or kind not in KINDS:
@@ -649,11 +651,46 @@ def gen_dev_fields(structs: list[Struct]) -> list[str]:
     return lines + _wrap("_DEV_FIELDS = (", [f'"{n}"' for n in dev], ")")
 
 
+def _arg_fields(s: Struct) -> list[Field]:
+    """The fields of s that a dataclass of nccl.core has (ARG(name[, default]))."""
+    return [f for f in s.fields if f.api_kind == "ARG"]
+
+
+def gen_arg_class(fields: list[Field]) -> list[str]:
+    """The dataclass fields of ARG struct fields, those without a default
+    first; a default None makes the field optional."""
+    lines = []
+    for f in sorted(fields, key=lambda f: len(f.api_args) == 2):
+        name, *default = f.api_args
+        typ = KINDS[f.kind] + (" | None" if default == ["None"] else "")
+        lines.append(f"{name}: {typ}" + (f" = {default[0]}" if default else ""))
+    return lines
+
+
 def gen_wait_signal_fields(structs: list[Struct]) -> list[str]:
-    fields = _struct(structs, "WaitSignalDesc").fields
-    ordered = [f for f in fields if len(f.api_args) == 1] + [f for f in fields if len(f.api_args) == 2]
-    return [f"{f.api_args[0]}: int" + (f" = {f.api_args[1]}" if len(f.api_args) == 2 else "")
-            for f in ordered]
+    return gen_arg_class(_arg_fields(_struct(structs, "WaitSignalDesc")))
+
+
+def _vendor_parts(structs: list[Struct]) -> list[tuple[Field, Struct]]:
+    """(the ConfigExt field, its struct) of the parts of a vendor option."""
+    by_ctype = {s.ctype: s for s in structs}
+    return [(f, by_ctype[f.ctype]) for f in _struct(structs, "ConfigExt").fields if f.kind == "SUB"]
+
+
+def gen_vendor_option(structs: list[Struct]) -> list[str]:
+    """VendorOption's dataclass fields: the ARG fields of ConfigExt's parts."""
+    return gen_arg_class([f for _, s in _vendor_parts(structs) for f in _arg_fields(s)])
+
+
+def gen_vendor_fields(structs: list[Struct]) -> list[str]:
+    lines = ["# VendorOption -> ConfigExt: (its field, the ConfigExt part, the field of that,",
+             "# the type of its value) of the key (all set) and of the value (a union: one set)"]
+    for label, union in (("_VENDOR_KEY", False), ("_VENDOR_VALUES", True)):
+        items = [f'("{f.api_args[0]}", "{part.pyname}", "{f.pyname}", "{KINDS[f.kind]}")'
+                 for part, s in _vendor_parts(structs) if s.union == union
+                 for f in _arg_fields(s)]
+        lines += _wrap(f"{label}: tuple[tuple[str, str, str, str], ...] = (", items, ")")
+    return lines
 
 
 def gen_comm_properties(structs: list[Struct]) -> list[str]:
@@ -991,6 +1028,8 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
                                 "NCCLConfig": gen_config_class(structs),
                                 "WaitSignalDesc": gen_wait_signal_fields(structs)},
         "nccl/core/coll_config.py": {"fields": gen_coll_config_fields(structs),
+                                     "vendor fields": gen_vendor_fields(structs),
+                                     "VendorOption": gen_vendor_option(structs),
                                      "NCCLCollConfig": gen_config_class(structs, "CollConfig")},
         "nccl/core/requirements.py": {"fields": gen_dev_fields(structs)},
         "nccl/trace.py": {"same count": gen_same_count(colls)},
