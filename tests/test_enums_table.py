@@ -296,3 +296,46 @@ def test_bad_constant_lines_are_refused(tmp_path, line, error):
     table.write_text((ROOT / "src" / "enums.def").read_text() + line + "\n")
     with pytest.raises(SystemExit, match=error):
         gen_types.parse_constants(table)
+
+
+@pytest.mark.parametrize("e", [e for e in ENUMS if e.core], ids=lambda e: e.core.name)
+def test_every_nccl_core_class_is_named_where_the_table_says(e):
+    """A class of nccl.core is in its module's __all__ and, imported, in that
+    of every module N4P_CORE_ALSO names; nccl.core has it once."""
+    cls = getattr(importlib.import_module(f"nccl.core.{e.core.module}"), e.core.name)
+    for module in e.core.also:
+        other = importlib.import_module(f"nccl.core.{module}")
+        assert getattr(other, e.core.name) is cls and e.core.name in other.__all__
+    assert nccl.core.__all__.count(e.core.name) == 1 and getattr(nccl.core, e.core.name) is cls
+
+
+def test_a_class_added_to_the_table_is_named_by_its_modules_and_nccl_core(tmp_path):
+    root = _copy_tree(tmp_path / "tree")
+    table = root / "src" / "enums.def"
+    table.write_text(table.read_text() + "N4P_ENUM(ncclNew_t, New, ENUM, \"\")\n"
+                     "N4P_VALUE(ncclNew_t, ncclNewA, A, 1)\nN4P_ENUM_END(ncclNew_t)\n"
+                     "N4P_CORE(ncclNew_t, enums, NcclNew, ENUM, \"\")\n")
+    stale = _stale(root)
+    assert '"NcclCftCap", "NcclNew"]\n' in stale["nccl/core/enums.py"]
+    init = stale["nccl/core/__init__.py"]
+    assert "from .enums import NcclCftCap, NcclCftTeamMode, NcclHostCftMode, NcclNew, " in init
+    assert '"NcclCftCap", "NcclNew"]\n' in init
+    # a class the typing module also has comes with it (nccl.core takes typing whole)
+    table.write_text(table.read_text() + "N4P_CORE_ALSO(ncclNew_t, typing)\n")
+    stale = _stale(root)
+    assert "from .enums import NcclGinConnectionType, NcclGinType, NcclNew  # noqa: E402\n" \
+        in stale["nccl/core/typing.py"]
+    assert '"NcclGinConnectionType", "NcclNew"]\n' in stale["nccl/core/typing.py"]
+    assert "nccl/core/__init__.py" not in stale
+
+
+@pytest.mark.parametrize("line", ["N4P_CORE_ALSO(ncclGinType_t, enums)",
+                                  "N4P_CORE_ALSO(ncclGinType_t, typing)",
+                                  "N4P_CORE_ALSO(ncclResult_t, typing)"])
+def test_bad_core_also_lines_are_refused(tmp_path, line):
+    """Its own module, a module it is in already, an enum without a class of
+    nccl.core."""
+    table = tmp_path / "enums.def"
+    table.write_text((ROOT / "src" / "enums.def").read_text() + line + "\n")
+    with pytest.raises(SystemExit, match="N4P_CORE_ALSO"):
+        gen_types.parse_enums(table)

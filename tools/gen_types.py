@@ -48,7 +48,10 @@ How a fact flows:
   the classes of nccl/_enums.py (and their names in its __all__); an enum
   with an N4P_CORE line also has its class in nccl.core (nccl/core/enums.py,
   nccl/core/typing.py: the members in nccl.core's spelling, NcclRedOp's as
-  module-level names SUM, PROD, ... too).  A group of nccl.h's #defines is
+  module-level names SUM, PROD, ... too), its name in the __all__ of its
+  module, of those N4P_CORE_ALSO names (imported there) and of nccl.core
+  (nccl/core/__init__.py imports those its star imports do not bring).  A
+  group of nccl.h's #defines is
   one N4P_DEFINES line and an N4P_DEFINE line per member: C constants in
   nccl_api.h, a class in nccl/core/constants.py.  A single #define of nccl.h
   (a sentinel such as NCCL_SPLIT_NOCOLOR, a size, a magic number) is one
@@ -250,6 +253,7 @@ class CoreEnum:
     skip: set[str] = field(default_factory=set)  # bindings' names it leaves out
     aliases: bool = False    # the bindings' names are aliases
     constants: bool = False  # the members are module-level names too
+    also: list[str] = field(default_factory=list)  # other modules that have it (imported)
 
 
 @dataclass
@@ -404,6 +408,9 @@ def _parse_core(path: Path, macro: str, a: list[str], by_ctype: dict[str, Enum])
         e.core.skip.add(a[1])
     elif e.core is not None and macro in ("N4P_CORE_ALIASES", "N4P_CORE_CONSTANTS"):
         setattr(e.core, macro.removeprefix("N4P_CORE_").lower(), True)
+    elif e.core is not None and macro == "N4P_CORE_ALSO" and a[1] != e.core.module \
+            and a[1] not in e.core.also:
+        e.core.also.append(a[1])
     else:
         raise SystemExit(f"{path}: bad {macro} {a}")
 
@@ -429,26 +436,55 @@ def gen_enum_classes(enums: list[Enum]) -> list[str]:
 
 def gen_core_enums(enums: list[Enum]) -> dict[str, dict[str, list[str]]]:
     """The generated blocks of the nccl.core classes, by file: "enums" (the
-    classes of a module), <class> (the members of a METHODS class) and
-    "<class> constants" (module-level names of the members)."""
+    classes a module imports from another, their names and those of its own
+    classes added to __all__, its classes), <class> (the members of a METHODS
+    class) and "<class> constants" (module-level names of the members)."""
     out: dict[str, dict[str, list[str]]] = {}
+    names: dict[str, list[str]] = {}  # module -> its classes, own then imported
+    imports: dict[str, dict[str, list[str]]] = {}  # module -> {their module: classes}
     for e in enums:
         if e.core is None:
             continue
         c = e.core
         blocks = out.setdefault(f"nccl/core/{c.module}.py", {})
+        classes = blocks.setdefault("enums", [])
+        names.setdefault(c.module, []).append(c.name)
+        for m in c.also:
+            out.setdefault(f"nccl/core/{m}.py", {}).setdefault("enums", [])
+            imports.setdefault(m, {}).setdefault(c.module, []).append(c.name)
         members = e.core_members()
         if c.base == "METHODS":
             blocks[c.name] = [f"{n} = {v}" for n, v in members]
         else:
-            blocks.setdefault("enums", []).extend(
-                _enum_class(c.name, ENUM_BASES[c.base], c.doc, members))
+            classes.extend(_enum_class(c.name, ENUM_BASES[c.base], c.doc, members))
         if c.constants:
             blocks[f"{c.name} constants"] = gen_constants(c.name, [[n] for n, _ in members])
-    for blocks in out.values():
-        if "enums" in blocks:
-            blocks["enums"] = blocks["enums"][:-2]  # no blank lines after the last class
+    for rel, blocks in out.items():
+        module = rel.removeprefix("nccl/core/").removesuffix(".py")
+        theirs = imports.get(module, {})
+        head = [f"from .{m} import {', '.join(sorted(cls))}  # noqa: E402"
+                for m, cls in theirs.items()]
+        own = names.get(module, []) + [n for cls in theirs.values() for n in cls]
+        head += _wrap("__all__ += [", [f'"{n}"' for n in own], "]")
+        classes = blocks["enums"][:-2]  # no blank lines after the last class
+        blocks["enums"] = head + (["", ""] + classes if classes else [])
     return out
+
+
+# the modules whose names nccl/core/__init__.py takes whole (from .m import *)
+CORE_STAR_MODULES = ("typing", "constants")
+
+
+def gen_core_package(enums: list[Enum]) -> list[str]:
+    """The classes nccl.core takes from the other modules, imported and added
+    to its __all__."""
+    by_module: dict[str, list[str]] = {}
+    for e in enums:
+        if e.core is not None and not {e.core.module, *e.core.also} & set(CORE_STAR_MODULES):
+            by_module.setdefault(e.core.module, []).append(e.core.name)
+    lines = [f"from .{m} import {', '.join(sorted(cls))}  # noqa: E402"
+             for m, cls in by_module.items()]
+    return lines + _wrap("__all__ += [", [f'"{n}"' for cls in by_module.values() for n in cls], "]")
 
 
 # the enums whose value names src/trace.c prints
@@ -1044,6 +1080,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     }
     for rel, core_blocks in gen_core_enums(enums).items():
         blocks.setdefault(rel, {}).update(core_blocks)
+    blocks["nccl/core/__init__.py"] = {"enum classes": gen_core_package(enums)}
     blocks["nccl/core/constants.py"]["values"] = gen_constant_values(constants)
     out = {root / "src" / "coll_docs.h": gen_coll_docs(colls, rules, rccl_only),
            root / "src" / "enum_names.h": gen_enum_names(enums, types),
