@@ -247,23 +247,32 @@ struct ncclWindow_vidmem {
 
 /* ------------------------------------------------------ deferred ops -- */
 
-enum {
-    N4P_K_ALLREDUCE = 1,
-    N4P_K_BROADCAST,
-    N4P_K_REDUCE,
-    N4P_K_ALLGATHER,
-    N4P_K_REDUCESCATTER,
-    N4P_K_ALLTOALL,
-    N4P_K_ALLTOALLV,
-    N4P_K_GATHER,
-    N4P_K_SCATTER,
-    N4P_K_ALLREDUCE_BIAS,
-    N4P_K_SPLIT,
-    N4P_K_SHRINK,
-    N4P_K_INIT_WAIT,
-    N4P_K_SEND,
-    N4P_K_RECV
-};
+/* The kinds of deferred op, each once, in the order of their values (from 1):
+ * FN(id, function) a kind that is a call of the API table's `function` (the
+ * name messages give it; rounds.c checks that the table has it), OTHER(id)
+ * one that is no call of its own. */
+#define N4P_HOST_KINDS(FN, OTHER)             \
+    FN(ALLREDUCE, ncclAllReduce)              \
+    FN(BROADCAST, ncclBroadcast)              \
+    FN(REDUCE, ncclReduce)                    \
+    FN(ALLGATHER, ncclAllGather)              \
+    FN(REDUCESCATTER, ncclReduceScatter)      \
+    FN(ALLTOALL, ncclAlltoAll)                \
+    FN(ALLTOALLV, ncclAllToAllv)              \
+    FN(GATHER, ncclGather)                    \
+    FN(SCATTER, ncclScatter)                  \
+    FN(ALLREDUCE_BIAS, ncclAllReduceWithBias) \
+    FN(SPLIT, ncclCommSplit)                  \
+    FN(SHRINK, ncclCommShrink)                \
+    OTHER(INIT_WAIT)                          \
+    FN(SEND, ncclSend)                        \
+    FN(RECV, ncclRecv)
+
+#define N4P_KIND_FN(id, fn) N4P_K_##id,
+#define N4P_KIND_OTHER(id) N4P_K_##id,
+enum { N4P_K_NONE, N4P_HOST_KINDS(N4P_KIND_FN, N4P_KIND_OTHER) N4P_K_COUNT };
+#undef N4P_KIND_FN
+#undef N4P_KIND_OTHER
 
 typedef struct {
     int kind;

@@ -271,8 +271,7 @@ ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
     }
     if (lastp != last)
         free(lastp);
-    comm->cur_op = nops == 1 ? (ops[0].kind == N4P_K_SEND ? "ncclSend" : "ncclRecv")
-                             : "grouped ncclSend/ncclRecv";
+    comm->cur_op = nops == 1 ? n4p_kind_name(ops[0].kind) : "grouped ncclSend/ncclRecv";
     comm->opseq++;
     ncclResult_t failed = n4p_check_poison(comm); /* a rank failed earlier */
     if (failed != ncclSuccess)
@@ -296,7 +295,7 @@ ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
 static ncclResult_t submit_p2p(int kind, const void *sendbuff, void *recvbuff,
                                size_t count, int dtype, int peer, ncclComm_t comm)
 {
-    const char *name = kind == N4P_K_SEND ? "ncclSend" : "ncclRecv";
+    const char *name = n4p_kind_name(kind);
     size_t esz;
     ncclResult_t rc = n4p_check_call(comm, name, dtype, &esz);
     if (rc != ncclSuccess)

@@ -39,40 +39,24 @@
 
 #include "internal.h"
 
+/* Each kind's function is an entry of the API table: a name that is not one
+ * does not compile. */
+#define N4P_KIND_FN(id, fn) \
+    _Static_assert(N4P_IDX_##fn >= 0, "N4P_K_" #id ": " #fn " is in the API table");
+#define N4P_KIND_OTHER(id)
+N4P_HOST_KINDS(N4P_KIND_FN, N4P_KIND_OTHER)
+#undef N4P_KIND_FN
+
 const char *n4p_kind_name(int kind)
 {
-    switch (kind) {
-    case N4P_K_ALLREDUCE:
-        return "ncclAllReduce";
-    case N4P_K_BROADCAST:
-        return "ncclBroadcast";
-    case N4P_K_REDUCE:
-        return "ncclReduce";
-    case N4P_K_ALLGATHER:
-        return "ncclAllGather";
-    case N4P_K_REDUCESCATTER:
-        return "ncclReduceScatter";
-    case N4P_K_ALLTOALL:
-        return "ncclAlltoAll";
-    case N4P_K_ALLTOALLV:
-        return "ncclAllToAllv";
-    case N4P_K_GATHER:
-        return "ncclGather";
-    case N4P_K_SCATTER:
-        return "ncclScatter";
-    case N4P_K_ALLREDUCE_BIAS:
-        return "ncclAllReduceWithBias";
-    case N4P_K_SPLIT:
-        return "ncclCommSplit";
-    case N4P_K_SHRINK:
-        return "ncclCommShrink";
-    case N4P_K_SEND:
-        return "ncclSend";
-    case N4P_K_RECV:
-        return "ncclRecv";
-    default:
-        return "operation";
-    }
+#define N4P_KIND_FN(id, fn) [N4P_K_##id] = #fn,
+    static const char *const names[N4P_K_COUNT] = {
+        N4P_HOST_KINDS(N4P_KIND_FN, N4P_KIND_OTHER)};
+#undef N4P_KIND_FN
+#undef N4P_KIND_OTHER
+    /* a peer's description may hold anything */
+    return kind > N4P_K_NONE && kind < N4P_K_COUNT && names[kind] != NULL ? names[kind]
+                                                                          : "operation";
 }
 
 bool n4p_is_reduction(int kind)

@@ -24,12 +24,10 @@ extern "C" {
 /* The version a new ncclCollConfig_t carries: its layout is NCCL 2.32.3's. */
 #define NCCL4PY_COLL_CONFIG_VERSION NCCL4PY_ABI_VERSION_CODE
 
-#define NCCL_UNIQUE_ID_BYTES 128
-#define NCCL_CONFIG_UNDEF_INT INT_MIN
-#define NCCL_CONFIG_UNDEF_PTR NULL
-#define NCCL_SPLIT_NOCOLOR (-1)
-#define NCCL_UNDEF_FLOAT (-1.0f)
-#define NCCL_API_MAGIC 0xcafebeefu
+/* nccl.h's single #defines (NCCL_UNIQUE_ID_BYTES, NCCL_CONFIG_UNDEF_INT, ...),
+ * from enums.def. */
+#include "nccl_constants.h"
+/* The magic of NCCL_SIM_INFO_INITIALIZER (a literal in nccl.h). */
 #define NCCL_SIM_INFO_MAGIC 0x74685283u
 
 typedef struct ncclComm *ncclComm_t;

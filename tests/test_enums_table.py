@@ -20,7 +20,8 @@ DEFINES = [e for e in ENUMS if e.defines]  # nccl.h's #define groups
 
 def _copy_tree(root):
     """The tables and every generated file, copied under root."""
-    inputs = [ROOT / "src" / n for n in ("dtypes.def", "structs.def", "collectives.def", "enums.def")]
+    inputs = [ROOT / "src" / n for n in
+              ("dtypes.def", "structs.def", "collectives.def", "enums.def", "nccl_api.def")]
     for path in [*inputs, *gen_types.generated(ROOT)]:
         dest = root / path.relative_to(ROOT)
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -196,3 +197,145 @@ def test_define_groups_are_those_of_the_real_nccl_headers():
         theirs = {n: v for n, v in real.items()
                   if n.startswith(e.ctype + "_") and n not in NOT_IN_GROUP}
         assert ours == theirs, e.ctype
+
+
+CONSTANTS = gen_types.parse_constants()
+
+
+def test_every_constant_reaches_c_and_python(tmp_path):
+    """nccl_api.h defines every N4P_CONSTANT with the table's value and C
+    type; nccl.core.constants has the named ones, the public ones in
+    __all__ (its own and nccl.core's)."""
+    from nccl.core import constants
+
+    assert CONSTANTS
+    lines = ['#include <stdio.h>', '#include "nccl_api.h"', "int main(void) {"]
+    for c in CONSTANTS:
+        if c.value == "NULL":
+            lines.append(f'printf("{c.cname} %d\\n", {c.cname} == (void *)0);')
+        else:
+            lines.append(f'printf("{c.cname} %.17g %d\\n", (double){c.cname}, '
+                         f'(int)_Generic({c.cname}, float: 1, double: 2, default: 0));')
+    src = tmp_path / "constants.c"
+    src.write_text("\n".join(lines + ["return 0;", "}"]) + "\n")
+    exe = tmp_path / "constants"
+    subprocess.run([cc(), "-std=c11", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'src'}",
+                    str(src), "-o", str(exe)], check=True)
+    out = {line.split()[0]: line.split()[1:] for line in subprocess.run(
+        [str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()}
+    for c in CONSTANTS:
+        if c.value == "NULL":
+            assert out[c.cname] == ["1"], c.cname
+            continue
+        value, floating = float(out[c.cname][0]), out[c.cname][1] == "1"
+        assert value == c.number and floating == isinstance(c.number, float), c.cname
+        named, public = gen_types.CONSTANT_PLACES[c.where]
+        if named:
+            got = getattr(constants, c.pyname)
+            assert got == c.number and type(got) is type(c.number), c.pyname
+        assert (c.pyname in constants.__all__) == public
+        assert (c.pyname in nccl.core.__all__) == public
+
+
+def _header_defines(text):
+    """{name: value text} of nccl.h's object-like #defines."""
+    return {m.group(1): m.group(2).strip() for m in re.finditer(
+        r"^\s*#\s*define\s+(NCCL_\w+)[ \t]+([^\n\\]+)$", text, flags=re.M)}
+
+
+def _c_value(text):
+    """A #define's value, as Python sees it (None: a null pointer)."""
+    names = {"INT_MIN": -2**31, "INT_MAX": 2**31 - 1, "NULL": None}
+    text = text.strip()
+    while text.startswith("(") and text.endswith(")"):
+        text = text[1:-1].strip()
+    if text in names:
+        return names[text]
+    if gen_types.FLOAT_LITERAL.fullmatch(text):
+        return float(text.rstrip("fFlL"))
+    assert gen_types.INT_LITERAL.fullmatch(text), text
+    return int(text.rstrip("uUlL"), 0)
+
+
+def test_constants_are_those_of_the_real_nccl_header():
+    """Every N4P_CONSTANT is a #define of NCCL's headers, with its value and
+    kind (integer, floating, null pointer)."""
+    real = _header_defines(nccl_header_text())
+    for c in CONSTANTS:
+        assert c.cname in real, c.cname
+        theirs, ours = _c_value(real[c.cname]), _c_value(c.value)
+        assert (theirs, type(theirs)) == (ours, type(ours)), c.cname
+
+
+def test_a_constant_added_to_the_table_reaches_c_and_python(tmp_path):
+    root = _copy_tree(tmp_path / "tree")
+    table = root / "src" / "enums.def"
+    last = "N4P_CONSTANT(NCCL_API_MAGIC,        NCCL_MAGIC,         0xcafebeefu, PY)"
+    assert last in table.read_text()
+    table.write_text(table.read_text().replace(
+        last, last + "\nN4P_CONSTANT(NCCL_NEW, NCCL_NEW_PY, 0x10u, ALL)"
+                     "\nN4P_CONSTANT(NCCL_NEW_C, -, 2.5f, C)"))
+    stale = _stale(root)
+    assert set(stale) == {"src/nccl_constants.h", "nccl/core/constants.py"}
+    assert "#define NCCL_NEW 0x10u\n#define NCCL_NEW_C 2.5f\n" in stale["src/nccl_constants.h"]
+    text = stale["nccl/core/constants.py"]
+    assert "NCCL_MAGIC = 0xcafebeef\nNCCL_NEW_PY = 0x10\n__all__ +=" in text
+    assert '"NCCL_UNDEF_FLOAT", "NCCL_NEW_PY"]' in text and "NCCL_NEW_C" not in text
+
+
+@pytest.mark.parametrize("line, error", [
+    ("N4P_CONSTANT(NCCL_X, X, 1, SOMEWHERE)", "bad N4P_CONSTANT"),
+    ("N4P_CONSTANT(NCCL_X, -, 1, ALL)", "bad N4P_CONSTANT"),
+    ("N4P_CONSTANT(NCCL_X, X, 1, C)", "bad N4P_CONSTANT"),
+    ("N4P_CONSTANT(NCCL_X, X, 1)", "bad N4P_CONSTANT"),
+    ("N4P_CONSTANT(NCCL_X, X, NULL, PY)", "a literal"),
+    ("N4P_CONSTANT(NCCL_X, X, 1 + 2, ALL)", "a literal"),
+])
+def test_bad_constant_lines_are_refused(tmp_path, line, error):
+    table = tmp_path / "enums.def"
+    table.write_text((ROOT / "src" / "enums.def").read_text() + line + "\n")
+    with pytest.raises(SystemExit, match=error):
+        gen_types.parse_constants(table)
+
+
+@pytest.mark.parametrize("e", [e for e in ENUMS if e.core], ids=lambda e: e.core.name)
+def test_every_nccl_core_class_is_named_where_the_table_says(e):
+    """A class of nccl.core is in its module's __all__ and, imported, in that
+    of every module N4P_CORE_ALSO names; nccl.core has it once."""
+    cls = getattr(importlib.import_module(f"nccl.core.{e.core.module}"), e.core.name)
+    for module in e.core.also:
+        other = importlib.import_module(f"nccl.core.{module}")
+        assert getattr(other, e.core.name) is cls and e.core.name in other.__all__
+    assert nccl.core.__all__.count(e.core.name) == 1 and getattr(nccl.core, e.core.name) is cls
+
+
+def test_a_class_added_to_the_table_is_named_by_its_modules_and_nccl_core(tmp_path):
+    root = _copy_tree(tmp_path / "tree")
+    table = root / "src" / "enums.def"
+    table.write_text(table.read_text() + "N4P_ENUM(ncclNew_t, New, ENUM, \"\")\n"
+                     "N4P_VALUE(ncclNew_t, ncclNewA, A, 1)\nN4P_ENUM_END(ncclNew_t)\n"
+                     "N4P_CORE(ncclNew_t, enums, NcclNew, ENUM, \"\")\n")
+    stale = _stale(root)
+    assert '"NcclCftCap", "NcclNew"]\n' in stale["nccl/core/enums.py"]
+    init = stale["nccl/core/__init__.py"]
+    assert "from .enums import NcclCftCap, NcclCftTeamMode, NcclHostCftMode, NcclNew, " in init
+    assert '"NcclCftCap", "NcclNew"]\n' in init
+    # a class the typing module also has comes with it (nccl.core takes typing whole)
+    table.write_text(table.read_text() + "N4P_CORE_ALSO(ncclNew_t, typing)\n")
+    stale = _stale(root)
+    assert "from .enums import NcclGinConnectionType, NcclGinType, NcclNew  # noqa: E402\n" \
+        in stale["nccl/core/typing.py"]
+    assert '"NcclGinConnectionType", "NcclNew"]\n' in stale["nccl/core/typing.py"]
+    assert "nccl/core/__init__.py" not in stale
+
+
+@pytest.mark.parametrize("line", ["N4P_CORE_ALSO(ncclGinType_t, enums)",
+                                  "N4P_CORE_ALSO(ncclGinType_t, typing)",
+                                  "N4P_CORE_ALSO(ncclResult_t, typing)"])
+def test_bad_core_also_lines_are_refused(tmp_path, line):
+    """Its own module, a module it is in already, an enum without a class of
+    nccl.core."""
+    table = tmp_path / "enums.def"
+    table.write_text((ROOT / "src" / "enums.def").read_text() + line + "\n")
+    with pytest.raises(SystemExit, match="N4P_CORE_ALSO"):
+        gen_types.parse_enums(table)

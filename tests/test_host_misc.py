@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -128,3 +129,55 @@ def test_a_killed_rank_becomes_an_error_on_the_survivors():
     assert elapsed < 30
     time.sleep(0.2)
     assert _shm_names() - before == set()
+
+
+def _collectives(send, recv, comm):
+    """(the library function, a call of it on 2 ranks) of every collective."""
+    return [
+        ("ncclAllReduce", lambda: b.all_reduce(send, recv, 8, 7, 0, comm, 0)),
+        ("ncclBroadcast", lambda: b.broadcast(send, recv, 8, 7, 0, comm, 0)),
+        ("ncclReduce", lambda: b.reduce(send, recv, 8, 7, 0, 0, comm, 0)),
+        ("ncclAllGather", lambda: b.all_gather(send, recv, 4, 7, comm, 0)),
+        ("ncclReduceScatter", lambda: b.reduce_scatter(send, recv, 4, 7, 0, comm, 0)),
+        ("ncclAlltoAll", lambda: b.allto_all(send, recv, 4, 7, comm, 0)),
+        ("ncclGather", lambda: b.gather(send, recv, 4, 7, 0, comm, 0)),
+        ("ncclScatter", lambda: b.scatter(send, recv, 4, 7, 0, comm, 0)),
+        ("ncclAllReduceWithBias",
+         lambda: b.all_reduce_with_bias(send, recv, 8, 7, 0, comm, 0, send)),
+        ("ncclAllToAllv",
+         lambda: b.all_to_all_v(send, [4, 4], [0, 4], recv, [4, 4], [0, 4], 7, comm, 0)),
+    ]
+
+
+@pytest.mark.nccl(nranks=1)
+@pytest.mark.parametrize("index", range(10))
+def test_mismatched_collectives_are_named_by_their_library_function(index):
+    """A collective that another rank does not match is named by its library
+    function in the message."""
+    bufs = [(np.ones(16, np.float32), np.zeros(16, np.float32)) for _ in range(2)]
+    comms = b.comm_init_all(2, [0, 1])
+    mine, call = _collectives(bufs[0][0].ctypes.data, bufs[0][1].ctypes.data, comms[0])[index]
+    # the other rank runs one that waits for every rank (so it sees the mismatch)
+    theirs, other = _collectives(bufs[1][0].ctypes.data, bufs[1][1].ctypes.data,
+                                 comms[1])[5 if index == 0 else 0]
+    with pytest.raises(b.NCCLError) as err:
+        b.group_start()
+        call()
+        other()
+        b.group_end()
+    assert err.value.status == 5, str(err.value)
+    text = " ".join(b.get_last_error(c) for c in comms)
+    assert "mismatched collective calls: this rank called " in text
+    assert set(re.findall(r"called (\w+)\(count=", text)) == {mine, theirs}, text
+    for c in comms:
+        b.comm_abort(c)
+
+
+@pytest.mark.nccl(nranks=1)
+def test_send_and_recv_are_named_by_their_library_function():
+    comm = b.comm_init_rank(1, b.get_unique_id(), 0)
+    a = np.zeros(4, np.float32)
+    for fn, name in ((b.send, "ncclSend"), (b.recv, "ncclRecv")):
+        with pytest.raises(b.NCCLError, match=f"rank 0 of 1: {name}: invalid datatype 99"):
+            fn(a.ctypes.data, 4, 99, 0, comm, 0)
+    b.comm_destroy(comm)

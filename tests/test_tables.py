@@ -27,21 +27,29 @@ def test_generated_parts_are_current():
     assert p.returncode == 0, p.stderr
 
 
-def test_check_mode_finds_a_stale_block(tmp_path):
+def _tree_with(tmp_path, table, old, new):
+    """A copy of the tables and generated files (current) with old replaced
+    by new in one table: the generated files that become stale, with their
+    new text."""
     root = tmp_path / "tree"
-    inputs = [ROOT / "src" / name
-              for name in ("dtypes.def", "structs.def", "collectives.def", "enums.def")]
+    inputs = [ROOT / "src" / name for name in
+              ("dtypes.def", "structs.def", "collectives.def", "enums.def", "nccl_api.def")]
     for path in [*inputs, *gen_types.generated(ROOT)]:
         rel = path.relative_to(ROOT)
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(path.read_text())
     assert all((root / p.relative_to(ROOT)).read_text() == text
                for p, text in gen_types.generated(ROOT).items())
-    table = root / "src" / "dtypes.def"
-    table.write_text(table.read_text().replace("N4P_DTYPE_ALIAS(Double, Float64)\n", ""))
-    stale = {p.relative_to(root).as_posix() for p, text in gen_types.generated(root).items()
-             if p.read_text() != text}
-    assert stale == {"nccl/_enums.py", "nccl/core/typing.py"}
+    path = root / "src" / table
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new))
+    return {p.relative_to(root).as_posix(): text for p, text in gen_types.generated(root).items()
+            if p.read_text() != text}
+
+
+def test_check_mode_finds_a_stale_block(tmp_path):
+    stale = _tree_with(tmp_path, "dtypes.def", "N4P_DTYPE_ALIAS(Double, Float64)\n", "")
+    assert set(stale) == {"nccl/_enums.py", "nccl/core/typing.py"}
 
 
 @pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
@@ -115,6 +123,30 @@ def test_coll_config_uses_the_field_table():
     assert getattr(low, event.field.pyname) == 0x1234
 
 
+def test_vendor_options_use_the_field_table():
+    """VendorOption's fields are the ARG fields of ConfigExt's parts, and each
+    reaches its field of the linked ConfigExt nodes."""
+    import dataclasses
+
+    from nccl.core.coll_config import _materialize
+
+    parts = gen_types._vendor_parts(STRUCTS)
+    key = [f for part, s in parts if not s.union for f in gen_types._arg_fields(s)]
+    values = [f for part, s in parts if s.union for f in gen_types._arg_fields(s)]
+    assert [f.name for f in dataclasses.fields(nc.VendorOption)] == \
+        [f.api_args[0] for f in key + values] == \
+        ["vendor_id", "option_id", "int_value", "str_value", "raw_value"]
+    given = {"int": 3, "str": "ring"}
+    options = [nc.VendorOption(7, i, **{f.api_args[0]: given.get(gen_types.KINDS[f.kind], 0x1234)})
+               for i, f in enumerate(values)]
+    held = _materialize(nc.NCCLCollConfig(vendor_options=options))
+    assert held.ptr == held.cfg.ptr and held.cfg.ext == held.nodes[0].ptr
+    for i, (node, f) in enumerate(zip(held.nodes, values)):
+        assert (node.key.vendor_id, node.key.option_id) == (7, i)
+        assert getattr(node.val, f.pyname) == getattr(options[i], f.api_args[0]), f.pyname
+        assert node.next == (held.nodes[i + 1].ptr if i + 1 < len(values) else 0)
+
+
 def test_pyi_struct_classes_render_every_field():
     tree = ast.parse(gen_types.render_pyi_structs())
     classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
@@ -180,3 +212,50 @@ def test_docstring_examples_run(tmp_path, nranks):
     code.append("report(ok=True)")
     reports = run_ranks(tmp_path, "\n".join(code) + "\n", nranks)
     assert all(r["ok"] for r in reports)
+
+
+def test_the_trace_compares_the_send_count_of_the_calls_the_table_says():
+    from nccl import trace
+
+    same = set(gen_types.same_count(COLLS))
+    assert trace._SAME_COUNT == same
+    assert {"allreduce", "gather"} <= same and not {"broadcast", "alltoallv", "send"} & same
+
+
+def test_a_collective_added_to_the_table_reaches_the_trace(tmp_path):
+    old = "N4P_COLL(alltoallv,"
+    new = "N4P_COLL(allmax, R_REDUCE, ncclAllReduce, ncclAllReduce, 2, 3, (A_SEND, A_RECV, " \
+          "A_STREAM))\nN4P_COLL_DOC(allmax, \"Max.\", \"pass\")\n" + old
+    stale = _tree_with(tmp_path, "collectives.def", old, new)
+    assert '"allreduce_with_bias", "allmax"}' in stale["nccl/trace.py"]
+
+
+def test_the_bench_knows_the_rccl_only_calls_from_the_tables():
+    """A collective of the benchmark is RCCL-only where the function its
+    Communicator method calls is an ``rccl`` entry of the API table."""
+    import gen_api
+    from nccl.bench.collectives import COLLECTIVES, method_name
+
+    rccl = {e.name for e in gen_api.parse_table() if e.since == "rccl"}
+    fns = {c.method: c.fn for c in COLLS}
+    for name, coll in COLLECTIVES.items():
+        fn = fns.get(method_name(coll, nc.Communicator))
+        assert coll.rccl_symbol == (fn if fn in rccl else None), name
+    assert {c.rccl_symbol for c in COLLECTIVES.values()} == {
+        None, "ncclAllReduceWithBias", "ncclAllToAllv"}
+
+
+def test_an_rccl_only_function_reaches_the_bench(tmp_path):
+    old = "ncclAlltoAll             | allto_all                  | 2.28.3 |"
+    stale = _tree_with(tmp_path, "nccl_api.def", old, old.replace("2.28.3", "rccl  "))
+    assert '"alltoall": "ncclAlltoAll"' in stale["nccl/bench/collectives.py"]
+
+
+def test_a_vendor_value_added_to_the_table_reaches_vendor_option(tmp_path):
+    old = "N4P_STRUCT_END(ncclConfigExtVal_t, 8)"
+    stale = _tree_with(tmp_path, "structs.def", old, "N4P_FIELD(ncclConfigExtVal_t, float, f, f, "
+                       "F32, 0, 0, ARG(float_value, None))\n" + old)
+    text = stale["nccl/core/coll_config.py"]
+    assert "    raw_value: int | None = None\n    float_value: float | None = None\n" in text
+    assert '("raw_value", "val", "raw", "int"),\n' in text
+    assert '("float_value", "val", "f", "float"))' in text

@@ -208,6 +208,34 @@ def test_analyzer_reports_missing_record(tmp_path):
     assert any("no record from rank 2" in m for m in c["messages"])
 
 
+def _records(tmp_path, op, counts):
+    """A record per rank with one completed call of op, rank r's send count
+    counts[r]."""
+    for r, count in enumerate(counts):
+        entry = {"seq": 1, "kind": "coll", "op": op, "count": count, "recvcount": 8,
+                 "dtype": "float32", "redop": "sum", "root": 0, "peer": -1, "sendbuf": "0x1",
+                 "recvbuf": "0x2", "stream": "0x0", "group_depth": 0, "enqueue": 10.0,
+                 "start": 10.0, "end": 10.5, "state": "done", "status": 0}
+        (tmp_path / f"rank{r}.json").write_text(json.dumps({
+            "format": "nccl4py-trace-1", "reason": "request", "rank": r,
+            "nranks": len(counts), "host": "h", "pid": 1, "comm_hash": "abc",
+            "comm_index": 0, "time": 11.0, "calls": 1, "aborted": None, "entries": [entry]}))
+
+
+@pytest.mark.parametrize("op, same", [("allreduce", True), ("gather", True),
+                                      ("broadcast", False), ("alltoallv", False)])
+def test_analyzer_compares_send_counts_where_every_rank_sends_the_same(tmp_path, op, same):
+    """Every rank gives gather, like allgather, its send count (only the
+    root's sendbuf matters to broadcast; alltoallv has a count per rank)."""
+    from nccl import trace
+
+    _records(tmp_path, op, [4, 5])
+    (c,) = trace.analyze(trace.load(tmp_path))["communicators"]
+    assert [m["field"] for m in c["mismatches"]] == (["count"] if same else []), c
+    if same:
+        assert "mismatched count at collective #1: rank 0: 4; rank 1: 5" in c["messages"]
+
+
 SINGLE = r"""
 import json, os, signal, sys, time
 import numpy as np

@@ -15,7 +15,11 @@ The tables are X-macro files that the C code includes directly:
                          library functions) and their documentation
     src/enums.def        the other enums (C and Python names, values,
                          aliases, class bases and docstrings, nccl.core's
-                         classes) and nccl.h's groups of #defines
+                         classes), nccl.h's groups of #defines and its
+                         single #defines
+
+and it reads which functions only RCCL has from src/nccl_api.def, the table
+of tools/gen_api.py.
 
 How a fact flows:
 
@@ -30,7 +34,8 @@ How a fact flows:
   and checks every offset and size at compile time; structs.c builds the
   accessor, initial value and layout of each field.  Python:
   nccl/core/config.py (checks of NCCLConfig, the fields of WaitSignalDesc),
-  nccl/core/coll_config.py (the fields of NCCLCollConfig and their checks),
+  nccl/core/coll_config.py (the fields of NCCLCollConfig and their checks;
+  those of VendorOption and the ConfigExt fields they set),
   nccl/core/requirements.py (the fields of NCCLDevCommRequirements),
   nccl/core/communicator.py (the properties read from ncclCommProperties_t),
   nccl/core/properties.py (the fields of NCCLCommProperties: those past the
@@ -43,14 +48,24 @@ How a fact flows:
   the classes of nccl/_enums.py (and their names in its __all__); an enum
   with an N4P_CORE line also has its class in nccl.core (nccl/core/enums.py,
   nccl/core/typing.py: the members in nccl.core's spelling, NcclRedOp's as
-  module-level names SUM, PROD, ... too).  A group of nccl.h's #defines is
+  module-level names SUM, PROD, ... too), its name in the __all__ of its
+  module, of those N4P_CORE_ALSO names (imported there) and of nccl.core
+  (nccl/core/__init__.py imports those its star imports do not bring).  A
+  group of nccl.h's #defines is
   one N4P_DEFINES line and an N4P_DEFINE line per member: C constants in
-  nccl_api.h, a class in nccl/core/constants.py.
+  nccl_api.h, a class in nccl/core/constants.py.  A single #define of nccl.h
+  (a sentinel such as NCCL_SPLIT_NOCOLOR, a size, a magic number) is one
+  N4P_CONSTANT line: its #define in src/nccl_constants.h (written here,
+  included by nccl_api.h), a name of nccl/core/constants.py.
 * A collective is one N4P_COLL line (and its N4P_COLL_DOC line).  C:
   communicator.c parses, checks, calls and keeps alive every call from its
   descriptor; src/coll_docs.h (written here) holds each method's docstring
   with its text signature; render_pyi_communicator() gives its stub in
-  nccl/_nccl.pyi.
+  nccl/_nccl.pyi.  Python: nccl/trace.py compares the send count across
+  ranks of the calls every rank makes with a sendbuf of one count (its
+  roles, same_count()); nccl/bench/collectives.py knows the calls whose
+  function src/nccl_api.def marks rccl (the benchmark skips them where the
+  library lacks it).
 
 Only the standard library is used, so setup.py and the tests can run it.
 """
@@ -238,6 +253,7 @@ class CoreEnum:
     skip: set[str] = field(default_factory=set)  # bindings' names it leaves out
     aliases: bool = False    # the bindings' names are aliases
     constants: bool = False  # the members are module-level names too
+    also: list[str] = field(default_factory=list)  # other modules that have it (imported)
 
 
 @dataclass
@@ -317,6 +333,69 @@ def parse_enums(path: Path = SRC / "enums.def") -> list[Enum]:
     return enums
 
 
+@dataclass
+class Constant:
+    """One of nccl.h's single #defines (N4P_CONSTANT)."""
+    cname: str
+    pyname: str  # "-": none (C only)
+    value: str   # as C writes it
+    where: str   # a key of CONSTANT_PLACES
+
+    @property
+    def python(self) -> str:
+        """The value as Python writes it."""
+        if self.value in ENUM_LIMITS:
+            return ENUM_LIMITS[self.value]
+        suffix = "[fFlL]" if FLOAT_LITERAL.fullmatch(self.value) else "[uUlL]"
+        return re.sub(suffix + "+$", "", self.value)
+
+    @property
+    def number(self) -> int | float:
+        return float(self.python) if FLOAT_LITERAL.fullmatch(self.value) else int(self.python, 0)
+
+
+# where of N4P_CONSTANT -> (a name of nccl.core.constants, in its __all__)
+CONSTANT_PLACES = {"ALL": (True, True), "PY": (True, False), "C": (False, False)}
+INT_LITERAL = re.compile(r"-?(0x[0-9A-Fa-f]+|\d+)[uUlL]*")
+FLOAT_LITERAL = re.compile(r"-?\d+\.\d*([eE][-+]?\d+)?[fF]?")
+
+
+def parse_constants(path: Path = SRC / "enums.def") -> list[Constant]:
+    out = []
+    for macro, a in macro_calls(path):
+        if macro != "N4P_CONSTANT":
+            continue
+        c = Constant(*a) if len(a) == 4 else None
+        if c is None or c.where not in CONSTANT_PLACES \
+                or (c.pyname == "-") != (c.where == "C"):
+            raise SystemExit(f"{path}: bad N4P_CONSTANT {a}")
+        literal = INT_LITERAL.fullmatch(c.value) or FLOAT_LITERAL.fullmatch(c.value)
+        if not (literal or c.value in ENUM_LIMITS or (c.value == "NULL" and c.where == "C")):
+            raise SystemExit(f"{path}: a constant is a literal, INT_MIN, INT_MAX or NULL (C "
+                             f"only): {a}")
+        out.append(c)
+    return out
+
+
+def gen_constants_header(constants: list[Constant]) -> str:
+    out = ["/* Generated by tools/gen_types.py from src/enums.def (N4P_CONSTANT).  Do not",
+           " * edit. */",
+           "/* nccl.h's single #defines: sentinels, sizes and magic numbers. */",
+           "#ifndef NCCL4PY_NCCL_CONSTANTS_H", "#define NCCL4PY_NCCL_CONSTANTS_H", "",
+           "#include <limits.h>", "#include <stddef.h>", ""]
+    out += [f"#define {c.cname} " + (f"({c.value})" if c.value.startswith("-") else c.value)
+            for c in constants]
+    return "\n".join(out + ["", "#endif /* NCCL4PY_NCCL_CONSTANTS_H */", ""])
+
+
+def gen_constant_values(constants: list[Constant]) -> list[str]:
+    """The constants' names of nccl.core.constants, and the public ones added
+    to __all__."""
+    named = [c for c in constants if CONSTANT_PLACES[c.where][0]]
+    public = [f'"{c.pyname}"' for c in named if CONSTANT_PLACES[c.where][1]]
+    return [f"{c.pyname} = {c.python}" for c in named] + _wrap("__all__ += [", public, "]")
+
+
 def _parse_core(path: Path, macro: str, a: list[str], by_ctype: dict[str, Enum]) -> None:
     e = by_ctype.get(a[0])
     if e is None or (macro == "N4P_CORE") == (e.core is not None):
@@ -329,6 +408,9 @@ def _parse_core(path: Path, macro: str, a: list[str], by_ctype: dict[str, Enum])
         e.core.skip.add(a[1])
     elif e.core is not None and macro in ("N4P_CORE_ALIASES", "N4P_CORE_CONSTANTS"):
         setattr(e.core, macro.removeprefix("N4P_CORE_").lower(), True)
+    elif e.core is not None and macro == "N4P_CORE_ALSO" and a[1] != e.core.module \
+            and a[1] not in e.core.also:
+        e.core.also.append(a[1])
     else:
         raise SystemExit(f"{path}: bad {macro} {a}")
 
@@ -354,26 +436,55 @@ def gen_enum_classes(enums: list[Enum]) -> list[str]:
 
 def gen_core_enums(enums: list[Enum]) -> dict[str, dict[str, list[str]]]:
     """The generated blocks of the nccl.core classes, by file: "enums" (the
-    classes of a module), <class> (the members of a METHODS class) and
-    "<class> constants" (module-level names of the members)."""
+    classes a module imports from another, their names and those of its own
+    classes added to __all__, its classes), <class> (the members of a METHODS
+    class) and "<class> constants" (module-level names of the members)."""
     out: dict[str, dict[str, list[str]]] = {}
+    names: dict[str, list[str]] = {}  # module -> its classes, own then imported
+    imports: dict[str, dict[str, list[str]]] = {}  # module -> {their module: classes}
     for e in enums:
         if e.core is None:
             continue
         c = e.core
         blocks = out.setdefault(f"nccl/core/{c.module}.py", {})
+        classes = blocks.setdefault("enums", [])
+        names.setdefault(c.module, []).append(c.name)
+        for m in c.also:
+            out.setdefault(f"nccl/core/{m}.py", {}).setdefault("enums", [])
+            imports.setdefault(m, {}).setdefault(c.module, []).append(c.name)
         members = e.core_members()
         if c.base == "METHODS":
             blocks[c.name] = [f"{n} = {v}" for n, v in members]
         else:
-            blocks.setdefault("enums", []).extend(
-                _enum_class(c.name, ENUM_BASES[c.base], c.doc, members))
+            classes.extend(_enum_class(c.name, ENUM_BASES[c.base], c.doc, members))
         if c.constants:
             blocks[f"{c.name} constants"] = gen_constants(c.name, [[n] for n, _ in members])
-    for blocks in out.values():
-        if "enums" in blocks:
-            blocks["enums"] = blocks["enums"][:-2]  # no blank lines after the last class
+    for rel, blocks in out.items():
+        module = rel.removeprefix("nccl/core/").removesuffix(".py")
+        theirs = imports.get(module, {})
+        head = [f"from .{m} import {', '.join(sorted(cls))}  # noqa: E402"
+                for m, cls in theirs.items()]
+        own = names.get(module, []) + [n for cls in theirs.values() for n in cls]
+        head += _wrap("__all__ += [", [f'"{n}"' for n in own], "]")
+        classes = blocks["enums"][:-2]  # no blank lines after the last class
+        blocks["enums"] = head + (["", ""] + classes if classes else [])
     return out
+
+
+# the modules whose names nccl/core/__init__.py takes whole (from .m import *)
+CORE_STAR_MODULES = ("typing", "constants")
+
+
+def gen_core_package(enums: list[Enum]) -> list[str]:
+    """The classes nccl.core takes from the other modules, imported and added
+    to its __all__."""
+    by_module: dict[str, list[str]] = {}
+    for e in enums:
+        if e.core is not None and not {e.core.module, *e.core.also} & set(CORE_STAR_MODULES):
+            by_module.setdefault(e.core.module, []).append(e.core.name)
+    lines = [f"from .{m} import {', '.join(sorted(cls))}  # noqa: E402"
+             for m, cls in by_module.items()]
+    return lines + _wrap("__all__ += [", [f'"{n}"' for cls in by_module.values() for n in cls], "]")
 
 
 # the enums whose value names src/trace.c prints
@@ -440,13 +551,14 @@ class Struct:
     size: int | None = None  # None: opaque (no fields)
     # N4P_FIELD_BEFORE: (lo, hi) -> {field: offset} of the older layouts
     older: dict[tuple[int, int], dict[str, int]] = field(default_factory=dict)
+    union: bool = False  # N4P_UNION: every field at offset 0, one of them set
 
 
 def parse_structs(path: Path = SRC / "structs.def") -> list[Struct]:
     structs: list[Struct] = []
     for macro, a in macro_calls(path):
         if macro in ("N4P_STRUCT", "N4P_OPAQUE", "N4P_UNION"):
-            structs.append(Struct(a[0], a[1], a[2], a[3] == "1"))
+            structs.append(Struct(a[0], a[1], a[2], a[3] == "1", union=macro == "N4P_UNION"))
         elif macro == "N4P_FIELD":
             t, ctype, cname, pyname, kind, offset, _initial, api = a
             if t != structs[-1].ctype or kind not in KINDS:
@@ -575,11 +687,46 @@ def gen_dev_fields(structs: list[Struct]) -> list[str]:
     return lines + _wrap("_DEV_FIELDS = (", [f'"{n}"' for n in dev], ")")
 
 
+def _arg_fields(s: Struct) -> list[Field]:
+    """The fields of s that a dataclass of nccl.core has (ARG(name[, default]))."""
+    return [f for f in s.fields if f.api_kind == "ARG"]
+
+
+def gen_arg_class(fields: list[Field]) -> list[str]:
+    """The dataclass fields of ARG struct fields, those without a default
+    first; a default None makes the field optional."""
+    lines = []
+    for f in sorted(fields, key=lambda f: len(f.api_args) == 2):
+        name, *default = f.api_args
+        typ = KINDS[f.kind] + (" | None" if default == ["None"] else "")
+        lines.append(f"{name}: {typ}" + (f" = {default[0]}" if default else ""))
+    return lines
+
+
 def gen_wait_signal_fields(structs: list[Struct]) -> list[str]:
-    fields = _struct(structs, "WaitSignalDesc").fields
-    ordered = [f for f in fields if len(f.api_args) == 1] + [f for f in fields if len(f.api_args) == 2]
-    return [f"{f.api_args[0]}: int" + (f" = {f.api_args[1]}" if len(f.api_args) == 2 else "")
-            for f in ordered]
+    return gen_arg_class(_arg_fields(_struct(structs, "WaitSignalDesc")))
+
+
+def _vendor_parts(structs: list[Struct]) -> list[tuple[Field, Struct]]:
+    """(the ConfigExt field, its struct) of the parts of a vendor option."""
+    by_ctype = {s.ctype: s for s in structs}
+    return [(f, by_ctype[f.ctype]) for f in _struct(structs, "ConfigExt").fields if f.kind == "SUB"]
+
+
+def gen_vendor_option(structs: list[Struct]) -> list[str]:
+    """VendorOption's dataclass fields: the ARG fields of ConfigExt's parts."""
+    return gen_arg_class([f for _, s in _vendor_parts(structs) for f in _arg_fields(s)])
+
+
+def gen_vendor_fields(structs: list[Struct]) -> list[str]:
+    lines = ["# VendorOption -> ConfigExt: (its field, the ConfigExt part, the field of that,",
+             "# the type of its value) of the key (all set) and of the value (a union: one set)"]
+    for label, union in (("_VENDOR_KEY", False), ("_VENDOR_VALUES", True)):
+        items = [f'("{f.api_args[0]}", "{part.pyname}", "{f.pyname}", "{KINDS[f.kind]}")'
+                 for part, s in _vendor_parts(structs) if s.union == union
+                 for f in _arg_fields(s)]
+        lines += _wrap(f"{label}: tuple[tuple[str, str, str, str], ...] = (", items, ")")
+    return lines
 
 
 def gen_comm_properties(structs: list[Struct]) -> list[str]:
@@ -722,11 +869,36 @@ def text_signature(c: Coll, self_: str = "$self") -> str:
     return f"{c.method}({', '.join(parts)})"
 
 
-def _rccl_only() -> set[str]:
+# the roles of a call whose ranks need not give the same send count: only the
+# root's sendbuf is read (A_ROOT: the root sends), a count per rank
+# (A_SCOUNTS), one peer (A_PEER)
+OWN_COUNT_ROLES = {"A_ROOT", "A_SCOUNTS", "A_PEER"}
+
+
+def same_count(colls: list[Coll]) -> list[str]:
+    """The methods whose send count is the same on every rank: every rank
+    passes a sendbuf of one count (the trace analyzer compares them)."""
+    return [c.method for c in colls
+            if any(a.role == "A_SEND" for a in c.args)
+            and not any(a.role in OWN_COUNT_ROLES for a in c.args)]
+
+
+def gen_same_count(colls: list[Coll]) -> list[str]:
+    return _wrap("_SAME_COUNT = {", [f'"{m}"' for m in same_count(colls)], "}")
+
+
+def _rccl_only(path: Path = SRC / "nccl_api.def") -> set[str]:
+    """The library functions the API table marks RCCL-only."""
     sys.path.insert(0, str(ROOT / "tools"))
     import gen_api
 
-    return {e.name for e in gen_api.parse_table() if e.since == "rccl"}
+    return {e.name for e in gen_api.parse_table(path) if e.since == "rccl"}
+
+
+def gen_rccl_only(colls: list[Coll], rccl_only: set[str]) -> list[str]:
+    """The Communicator methods whose library function only RCCL has."""
+    pairs = [f'"{c.method}": "{c.fn}"' for c in colls if c.fn in rccl_only]
+    return _wrap("_RCCL_ONLY = {", pairs, "}")
 
 
 def _para(text: str, indent: str = "", hang: str = "") -> list[str]:
@@ -879,6 +1051,8 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     structs = parse_structs(root / "src" / "structs.def")
     colls, rules = parse_collectives(root / "src" / "collectives.def")
     enums = parse_enums(root / "src" / "enums.def")
+    rccl_only = _rccl_only(root / "src" / "nccl_api.def")
+    constants = parse_constants(root / "src" / "enums.def")
     blocks: dict[str, dict[str, list[str]]] = {
         "nccl/_enums.py": {"enums": gen_enum_classes(enums),
                            "DataType": gen_enum_members(types, upper=False)
@@ -890,8 +1064,12 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
                                 "NCCLConfig": gen_config_class(structs),
                                 "WaitSignalDesc": gen_wait_signal_fields(structs)},
         "nccl/core/coll_config.py": {"fields": gen_coll_config_fields(structs),
+                                     "vendor fields": gen_vendor_fields(structs),
+                                     "VendorOption": gen_vendor_option(structs),
                                      "NCCLCollConfig": gen_config_class(structs, "CollConfig")},
         "nccl/core/requirements.py": {"fields": gen_dev_fields(structs)},
+        "nccl/trace.py": {"same count": gen_same_count(colls)},
+        "nccl/bench/collectives.py": {"rccl only": gen_rccl_only(colls, rccl_only)},
         "nccl/core/communicator.py": {"properties": gen_comm_properties(structs)},
         "nccl/core/properties.py": {"fields": gen_properties_fields(
             structs, oldest_layout(root / "src" / "structs.def", "ncclCommProperties_t"))},
@@ -902,8 +1080,11 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     }
     for rel, core_blocks in gen_core_enums(enums).items():
         blocks.setdefault(rel, {}).update(core_blocks)
-    out = {root / "src" / "coll_docs.h": gen_coll_docs(colls, rules, _rccl_only()),
-           root / "src" / "enum_names.h": gen_enum_names(enums, types)}
+    blocks["nccl/core/__init__.py"] = {"enum classes": gen_core_package(enums)}
+    blocks["nccl/core/constants.py"]["values"] = gen_constant_values(constants)
+    out = {root / "src" / "coll_docs.h": gen_coll_docs(colls, rules, rccl_only),
+           root / "src" / "enum_names.h": gen_enum_names(enums, types),
+           root / "src" / "nccl_constants.h": gen_constants_header(constants)}
     for rel, b in blocks.items():
         path = root / rel
         out[path] = replace_blocks(path.read_text(), b, path)
