@@ -42,7 +42,7 @@
 
 /* ------------------------------------------------------ shared segment -- */
 
-#define N4P_SEG_MAGIC 0x6e34706873656734ull /* "n4phseg4" */
+#define N4P_SEG_MAGIC 0x6e34706873656735ull /* "n4phseg5" */
 #define N4P_SHM_DIR "/dev/shm"
 #define N4P_SHM_PREFIX "nccl4py-"
 #define N4P_MAX_RANKS 1024
@@ -82,6 +82,7 @@ typedef struct {
     int32_t direct; /* N4P_DIRECT_*: whether this call tries single copy (cma.c) */
     int32_t pad;
     uint64_t sbuf, rbuf; /* the rank's buffers, for peers' single-copy reads */
+    uint64_t chain; /* hash of this and every earlier description of the communicator */
 } n4p_desc;
 
 /* n4p_desc.direct */
@@ -211,6 +212,7 @@ struct ncclComm {
     uint64_t epoch;    /* rounds this rank has arrived at (its seq) */
     uint64_t seen_all; /* every rank's seq was at least this */
     n4p_desc desc;     /* of the running collective */
+    uint64_t chain;    /* desc.chain of the last collective */
     uint64_t opseq; /* operations run, for messages */
     uint64_t nsplit;
     uint64_t nshrink;

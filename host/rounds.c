@@ -30,7 +30,12 @@
  * compares the descriptions of the ranks it waits for with its own, so
  * mismatched calls fail with ncclInvalidUsage instead of corrupting data.
  * A rank that waits for nobody learns of a mismatch through the poison that
- * the others leave, at its next call.
+ * the others leave, at its next call.  Where every rank waits for nobody
+ * (each rank the root of its own broadcast, a broadcast's root against a
+ * reduce's sender), nobody compares that round; so each description also
+ * carries a hash chained over all the descriptions of the communicator so
+ * far (`chain`), and the next comparison, in any later collective, finds
+ * that the sequences differ.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -77,6 +82,24 @@ void *n4p_eager(ncclComm_t c, int k, uint64_t round)
            ((size_t)k * N4P_DEPTH + (size_t)(round % N4P_DEPTH)) * N4P_EAGER_BYTES;
 }
 
+/* splitmix64's finaliser: every bit of x moves about half of the result. */
+static uint64_t mix64(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* `prev` extended by the fields of `d` that every rank must agree on (kind,
+ * type and op are small; root is below nranks, or -1). */
+static uint64_t chain(uint64_t prev, const n4p_desc *d)
+{
+    const uint64_t small = (uint64_t)(uint32_t)d->root << 32 |
+                           (uint64_t)(uint8_t)d->kind << 24 | (uint64_t)(uint8_t)d->dtype << 16 |
+                           (uint64_t)(uint16_t)d->op;
+    return mix64(mix64(prev ^ small) ^ d->count);
+}
+
 static uint64_t min_peer_seq(ncclComm_t c)
 {
     uint64_t m = UINT64_MAX;
@@ -112,6 +135,7 @@ ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse, int d
         };
         if (o->kind == N4P_K_SPLIT)
             d.dtype = 0, d.count = 0;
+        d.chain = c->chain = chain(c->chain, &d);
         c->desc = d;
         c->seg.ranks[c->rank].desc[t % N4P_DEPTH] = d;
     }
@@ -129,6 +153,22 @@ static ncclResult_t mismatch(ncclComm_t c, int k, const n4p_desc *p)
                   n4p_dtype_name(d->dtype), d->op, d->root, k, n4p_kind_name(p->kind),
                   (unsigned long long)p->count, n4p_dtype_name(p->dtype), p->op, p->root,
                   p->epoch != d->epoch ? " (collective sequence differs)" : "");
+    n4p_comm_failed(c, ncclInvalidUsage);
+    n4p_poison(c, ncclInvalidUsage);
+    return ncclInvalidUsage;
+}
+
+/* This call agrees with rank k's, but an earlier one that nobody compared
+ * did not. */
+static ncclResult_t earlier_mismatch(ncclComm_t c, int k)
+{
+    n4p_set_error(c,
+                  "mismatched collective calls: this rank and rank %d both called %s now, "
+                  "but an earlier collective of the communicator differed between them "
+                  "(one that completed without the ranks waiting for each other, such as "
+                  "a broadcast, reduce, gather or scatter with a different root or "
+                  "different calls on the two ranks)",
+                  k, n4p_kind_name(c->desc.kind));
     n4p_comm_failed(c, ncclInvalidUsage);
     n4p_poison(c, ncclInvalidUsage);
     return ncclInvalidUsage;
@@ -155,6 +195,8 @@ ncclResult_t n4p_round_close(ncclComm_t c, bool check, int from)
         if (p->epoch != d->epoch || p->kind != d->kind || p->count != d->count ||
             p->dtype != d->dtype || p->op != d->op || p->root != d->root)
             return mismatch(c, k, p);
+        if (p->chain != d->chain)
+            return earlier_mismatch(c, k);
         if ((p->direct == N4P_DIRECT_NO) != (d->direct == N4P_DIRECT_NO)) {
             n4p_set_error(c,
                           "%s: rank %d and rank %d disagree on single-copy transfers "

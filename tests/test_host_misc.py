@@ -181,3 +181,55 @@ def test_send_and_recv_are_named_by_their_library_function():
         with pytest.raises(b.NCCLError, match=f"rank 0 of 1: {name}: invalid datatype 99"):
             fn(a.ctypes.data, 4, 99, 0, comm, 0)
     b.comm_destroy(comm)
+
+
+@pytest.mark.nccl(nranks=1)
+@pytest.mark.parametrize("pair", ["own-roots", "broadcast-vs-reduce", "gather-vs-scatter"])
+def test_a_mismatch_no_rank_waited_on_fails_the_next_collective(pair):
+    """Calls in which every rank waits for nobody (each rank the root of its
+    own broadcast; a broadcast's root against a reduce's sender) cannot be
+    compared when they run; the next collective that compares the ranks
+    finds that their sequences differ, instead of going on silently."""
+    bufs = [(np.ones(16, np.float32), np.zeros(16, np.float32)) for _ in range(2)]
+    comms = b.comm_init_all(2, [0, 1])
+    sp = [(s.ctypes.data, r.ctypes.data) for s, r in bufs]
+    first = {
+        "own-roots": (lambda: b.broadcast(*sp[0], 8, 7, 0, comms[0], 0),
+                      lambda: b.broadcast(*sp[1], 8, 7, 1, comms[1], 0)),
+        "broadcast-vs-reduce": (lambda: b.broadcast(*sp[0], 8, 7, 0, comms[0], 0),
+                                lambda: b.reduce(*sp[1], 8, 7, 0, 0, comms[1], 0)),
+        "gather-vs-scatter": (lambda: b.scatter(*sp[0], 4, 7, 0, comms[0], 0),
+                              lambda: b.gather(*sp[1], 4, 7, 0, comms[1], 0)),
+    }[pair]
+    b.group_start()
+    first[0]()
+    first[1]()
+    b.group_end()
+    with pytest.raises(b.NCCLError) as err:
+        b.group_start()
+        for k in range(2):
+            b.all_reduce(*sp[k], 8, 7, 0, comms[k], 0)
+        b.group_end()
+    assert err.value.status == 5, str(err.value)  # ncclInvalidUsage
+    text = " ".join(b.get_last_error(c) for c in comms)
+    assert "an earlier collective of the communicator differed" in text, text
+    for c in comms:
+        b.comm_abort(c)
+
+
+@pytest.mark.nccl(nranks=1)
+def test_matching_rooted_collectives_leave_the_next_collective_alone():
+    """The same rooted calls on both ranks, with the ranks running ahead of
+    each other, compare equal afterwards."""
+    bufs = [(np.ones(16, np.float32), np.zeros(16, np.float32)) for _ in range(2)]
+    comms = b.comm_init_all(2, [0, 1])
+    sp = [(s.ctypes.data, r.ctypes.data) for s, r in bufs]
+    b.group_start()
+    for k in range(2):
+        for root in (0, 1, 0):
+            b.broadcast(*sp[k], 8, 7, root, comms[k], 0)
+            b.reduce(*sp[k], 8, 7, 0, root, comms[k], 0)
+        b.all_reduce(*sp[k], 8, 7, 0, comms[k], 0)
+    b.group_end()
+    for c in comms:
+        b.comm_destroy(c)
