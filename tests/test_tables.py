@@ -52,6 +52,19 @@ def test_check_mode_finds_a_stale_block(tmp_path):
     assert set(stale) == {"nccl/_enums.py", "nccl/core/typing.py"}
 
 
+def test_the_bench_takes_its_type_and_op_names_from_the_tables(tmp_path):
+    from nccl._enums import RedOp
+    from nccl.bench.collectives import OPS, TYPES
+    assert TYPES == tuple(t.tests_name for t in DTYPES) and len(TYPES) == len(DTYPES)
+    assert TYPES[7] == "float" and TYPES[6] == "half"  # nccl-tests' own names
+    assert OPS[:-1] == tuple(RedOp(v).name.lower() for v in range(RedOp.NumOps))
+    stale = _tree_with(tmp_path, "dtypes.def", "N4P_TESTS_NAME(Float32,    float)",
+                       "N4P_TESTS_NAME(Float32,    fp32)")
+    assert set(stale) == {"nccl/_dtypes.py"} and '"fp32"' in stale["nccl/_dtypes.py"]
+    with pytest.raises(SystemExit, match="N4P_TESTS_NAME"):
+        _tree_with(tmp_path / "b", "dtypes.def", "N4P_TESTS_NAME(Float32,    float)\n", "")
+
+
 @pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
 def test_every_data_type_reaches_c_and_python(t):
     assert b.DataType[t.name] == t.value

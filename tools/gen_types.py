@@ -28,8 +28,9 @@ How a fact flows:
   its name in messages, host/dtypes.c and host/reduce.c its size, name and
   kernel.  Python (the blocks below, between "generated" markers):
   nccl/_enums.py DataType, nccl/_dtypes.py TABLE (names, sizes, the parser of
-  dtype arguments) and MANTISSA_BITS (the benchmark's tolerance of float
-  reductions), nccl/core/typing.py NcclDataType and its constants.
+  dtype arguments), MANTISSA_BITS (the benchmark's tolerance of float
+  reductions) and TESTS_NAMES (an N4P_TESTS_NAME line: the benchmark's -d
+  names), nccl/core/typing.py NcclDataType and its constants.
 * A struct field is one N4P_FIELD line.  C: nccl_api.h declares the struct
   and checks every offset and size at compile time; structs.c builds the
   accessor, initial value and layout of each field.  Python:
@@ -169,6 +170,7 @@ class DType:
     builtin: bool    # a NumPy built-in type (else ml_dtypes provides it)
     aliases: list[str] = field(default_factory=list)
     mantissa: int | None = None  # explicit mantissa bits of a floating type
+    tests_name: str | None = None  # the name nccl-tests gives it
 
 
 def parse_dtypes(path: Path = SRC / "dtypes.def") -> tuple[list[DType], int]:
@@ -185,9 +187,13 @@ def parse_dtypes(path: Path = SRC / "dtypes.def") -> tuple[list[DType], int]:
             bool_as = types[a[0]].value
         elif macro == "N4P_FLOAT_BITS":
             types[a[0]].mantissa = int(a[1])
+        elif macro == "N4P_TESTS_NAME":
+            types[a[0]].tests_name = a[1]
     out = sorted(types.values(), key=lambda t: t.value)
     if [t.value for t in out] != list(range(len(out))) or bool_as is None:
         raise SystemExit(f"{path}: values must be 0..n-1 and N4P_BOOL_AS given")
+    if any(t.tests_name is None for t in out):
+        raise SystemExit(f"{path}: every type needs its N4P_TESTS_NAME")
     return out, bool_as
 
 
@@ -207,6 +213,8 @@ def gen_dtype_table(types: list[DType], bool_as: int) -> list[str]:
               "# value -> explicit mantissa bits, of the floating types",
               "MANTISSA_BITS = {" + ", ".join(f"{t.value}: {t.mantissa}" for t in types
                                               if t.mantissa is not None) + "}"]
+    lines.append("# the names nccl-tests gives the types, by value")
+    lines += _wrap("TESTS_NAMES = (", [f'"{t.tests_name}"' for t in types], ")")
     return lines
 
 

@@ -17,16 +17,16 @@ from typing import Any, Callable
 import numpy as np
 
 from nccl import _dtypes
+from nccl._enums import RedOp
 
 __all__ = ["Collective", "COLLECTIVES", "TYPES", "OPS", "resolve_name", "method_name",
            "busbw_factor", "counts", "pattern", "expected", "tolerance"]
 
 # nccl-tests' type names, in ncclDataType_t order (value = index).
-TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
-         "bfloat16", "f8e4m3", "f8e5m2")
+TYPES = _dtypes.TESTS_NAMES
 ITEMSIZE = _dtypes.SIZES  # bytes per element, by ncclDataType_t value
 # nccl-tests' op names; "mulsum" is PreMulSum (here with the scalar 2).
-OPS = ("sum", "prod", "max", "min", "avg", "mulsum")
+OPS = tuple(op.name.lower() for op in RedOp if op < RedOp.NumOps) + ("mulsum",)
 MULSUM_SCALAR = 2
 
 
