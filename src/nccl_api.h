@@ -93,14 +93,6 @@ typedef struct ncclParamHandle *ncclParamHandle_t;
 #include "structs.def"
 #endif
 
-#define NCCL_COLLCONFIG_INITIALIZER                                                      \
-    {                                                                                    \
-        sizeof(ncclCollConfig_t), NCCL_API_MAGIC, NCCL4PY_ABI_VERSION_CODE,              \
-            NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,         \
-            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, 1,      \
-            NCCL_CONFIG_UNDEF_INT, 0, NCCL_CONFIG_UNDEF_PTR                              \
-    }
-
 #include "nccl_api_232.h"
 
 #ifdef __cplusplus

@@ -11,8 +11,9 @@
 #ifndef NCCL4PY_NCCL_API_232_H
 #define NCCL4PY_NCCL_API_232_H
 
-/* ncclParamHandle_t and NCCL_COLLCONFIG_INITIALIZER are in
- * nccl_api.h; the structs with Python classes come from structs.def. */
+/* ncclParamHandle_t is in nccl_api.h, NCCL_COLLCONFIG_INITIALIZER in the
+ * generated nccl_constants.h; the structs with Python classes come from
+ * structs.def. */
 
 /* ncclTeam_t and ncclMultimemHandle_t (passed by value) are declared from
  * structs.def; `ncclTeam` is the C++ spelling some prototypes use. */
