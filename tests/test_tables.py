@@ -272,3 +272,13 @@ def test_a_vendor_value_added_to_the_table_reaches_vendor_option(tmp_path):
     assert "    raw_value: int | None = None\n    float_value: float | None = None\n" in text
     assert '("raw_value", "val", "raw", "int"),\n' in text
     assert '("float_value", "val", "f", "float"))' in text
+
+
+def test_the_unique_id_size_comes_from_the_table(tmp_path):
+    from nccl._launch import uniqueid
+    from nccl.core import constants
+
+    assert uniqueid.UNIQUE_ID_BYTES == constants.UNIQUE_ID_BYTES == len(bytes(b.UniqueId())) == 128
+    stale = _tree_with(tmp_path, "enums.def", "UNIQUE_ID_BYTES,    128,", "UNIQUE_ID_BYTES,    256,")
+    assert {"nccl/_launch/uniqueid.py", "nccl/core/constants.py"} <= set(stale)
+    assert "UNIQUE_ID_BYTES = 256" in stale["nccl/_launch/uniqueid.py"]

@@ -1103,6 +1103,8 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
         blocks.setdefault(rel, {}).update(core_blocks)
     blocks["nccl/core/__init__.py"] = {"enum classes": gen_core_package(enums)}
     blocks["nccl/core/constants.py"]["values"] = gen_constant_values(constants)
+    uid = next(c for c in constants if c.cname == "NCCL_UNIQUE_ID_BYTES")
+    blocks["nccl/_launch/uniqueid.py"] = {"unique id size": [f"UNIQUE_ID_BYTES = {uid.python}"]}
     out = {root / "src" / "coll_docs.h": gen_coll_docs(colls, rules, rccl_only),
            root / "src" / "enum_names.h": gen_enum_names(enums, types),
            root / "src" / "nccl_constants.h": gen_constants_header(constants, structs)}

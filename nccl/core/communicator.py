@@ -32,7 +32,7 @@ from nccl._errors import NcclInvalid
 
 from .config import NCCLConfig, NCCLDevCommRequirements, WaitSignalDesc
 from .requirements import _Typed, build_requirements
-from .constants import CommShrinkFlag, CommSuspendFlag, WindowFlag
+from .constants import UNIQUE_ID_BYTES, CommShrinkFlag, CommSuspendFlag, WindowFlag
 from .resources import (CommResource, CustomRedOp, DevCommResource, RegisteredBufferHandle,
                         RegisteredWindowHandle)
 from .enums import NcclCftTeamMode, decode_gin_type
@@ -76,8 +76,8 @@ def _uid_bytes(unique_id: Any) -> bytes:
         data = bytes(unique_id)
     except TypeError:
         raise NcclInvalid("unique_id must be a UniqueId or a sequence of UniqueIds") from None
-    if len(data) != 128:
-        raise NcclInvalid(f"a unique id has 128 bytes, got {len(data)}")
+    if len(data) != UNIQUE_ID_BYTES:
+        raise NcclInvalid(f"a unique id has {UNIQUE_ID_BYTES} bytes, got {len(data)}")
     return data
 
 

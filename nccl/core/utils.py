@@ -11,6 +11,8 @@ from nccl._diagnostics import (LibraryInfo, VersionInfo, decode_version, get_ver
                                  show_core_versions)
 from nccl._version import __version__
 
+from .constants import UNIQUE_ID_BYTES
+
 __all__ = ["LibraryInfo", "VersionInfo", "get_version", "show_versions", "Version",
            "get_lib_version", "get_lib_path", "UniqueId", "get_unique_id", "get_error_string"]
 
@@ -84,8 +86,8 @@ class UniqueId:
         return bytes(self._internal)
 
     def __setstate__(self, state: bytes) -> None:
-        if not isinstance(state, (bytes, bytearray)) or len(state) != 128:
-            raise ValueError("a UniqueId is restored from exactly 128 bytes")
+        if not isinstance(state, (bytes, bytearray)) or len(state) != UNIQUE_ID_BYTES:
+            raise ValueError(f"a UniqueId is restored from exactly {UNIQUE_ID_BYTES} bytes")
         self._internal = _b.UniqueId.from_bytes(bytes(state))
 
     def __eq__(self, other: object) -> bool:
