@@ -250,27 +250,29 @@ struct ncclWindow_vidmem {
 /* ------------------------------------------------------ deferred ops -- */
 
 /* The kinds of deferred op, each once, in the order of their values (from 1):
- * FN(id, function) a kind that is a call of the API table's `function` (the
- * name messages give it; rounds.c checks that the table has it), OTHER(id)
- * one that is no call of its own. */
-#define N4P_HOST_KINDS(FN, OTHER)             \
-    FN(ALLREDUCE, ncclAllReduce)              \
-    FN(BROADCAST, ncclBroadcast)              \
-    FN(REDUCE, ncclReduce)                    \
-    FN(ALLGATHER, ncclAllGather)              \
-    FN(REDUCESCATTER, ncclReduceScatter)      \
-    FN(ALLTOALL, ncclAlltoAll)                \
-    FN(ALLTOALLV, ncclAllToAllv)              \
-    FN(GATHER, ncclGather)                    \
-    FN(SCATTER, ncclScatter)                  \
-    FN(ALLREDUCE_BIAS, ncclAllReduceWithBias) \
-    FN(SPLIT, ncclCommSplit)                  \
-    FN(SHRINK, ncclCommShrink)                \
-    OTHER(INIT_WAIT)                          \
-    FN(SEND, ncclSend)                        \
-    FN(RECV, ncclRecv)
+ * FN(id, function, traits) a kind that is a call of the API table's
+ * `function` (the name messages give it; rounds.c checks that the table has
+ * it), with its traits: N4P_KT_OP (it reduces with an op), N4P_KT_ROOT (it
+ * has a root), or 0; OTHER(id) one that is no call of its own. */
+enum { N4P_KT_OP = 1, N4P_KT_ROOT = 2 };
+#define N4P_HOST_KINDS(FN, OTHER)                                \
+    FN(ALLREDUCE, ncclAllReduce, N4P_KT_OP)                      \
+    FN(BROADCAST, ncclBroadcast, N4P_KT_ROOT)                    \
+    FN(REDUCE, ncclReduce, N4P_KT_OP | N4P_KT_ROOT)              \
+    FN(ALLGATHER, ncclAllGather, 0)                              \
+    FN(REDUCESCATTER, ncclReduceScatter, N4P_KT_OP)              \
+    FN(ALLTOALL, ncclAlltoAll, 0)                                \
+    FN(ALLTOALLV, ncclAllToAllv, 0)                              \
+    FN(GATHER, ncclGather, N4P_KT_ROOT)                          \
+    FN(SCATTER, ncclScatter, N4P_KT_ROOT)                        \
+    FN(ALLREDUCE_BIAS, ncclAllReduceWithBias, N4P_KT_OP)         \
+    FN(SPLIT, ncclCommSplit, 0)                                  \
+    FN(SHRINK, ncclCommShrink, 0)                                \
+    OTHER(INIT_WAIT)                                             \
+    FN(SEND, ncclSend, 0)                                        \
+    FN(RECV, ncclRecv, 0)
 
-#define N4P_KIND_FN(id, fn) N4P_K_##id,
+#define N4P_KIND_FN(id, fn, traits) N4P_K_##id,
 #define N4P_KIND_OTHER(id) N4P_K_##id,
 enum { N4P_K_NONE, N4P_HOST_KINDS(N4P_KIND_FN, N4P_KIND_OTHER) N4P_K_COUNT };
 #undef N4P_KIND_FN
