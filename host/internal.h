@@ -211,8 +211,7 @@ struct ncclComm {
     n4p_settings env;
     uint64_t epoch;    /* rounds this rank has arrived at (its seq) */
     uint64_t seen_all; /* every rank's seq was at least this */
-    n4p_desc desc;     /* of the running collective */
-    uint64_t chain;    /* desc.chain of the last collective */
+    n4p_desc desc;     /* of the running (or the last) collective */
     uint64_t opseq; /* operations run, for messages */
     uint64_t nsplit;
     uint64_t nshrink;

@@ -144,7 +144,7 @@ ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse, int d
         };
         if (o->kind == N4P_K_SPLIT)
             d.dtype = 0, d.count = 0;
-        d.chain = c->chain = chain(c->chain, &d);
+        d.chain = chain(c->desc.chain, &d);
         c->desc = d;
         c->seg.ranks[c->rank].desc[t % N4P_DEPTH] = d;
     }
