@@ -107,11 +107,12 @@ static ncclResult_t end(round_t *rd, int from)
     return n4p_round_close(rd->c, check, from);
 }
 
-/* A receiver's round of a rooted collective: arrive, wait for the root. */
-static ncclResult_t from_root(round_t *rd, int root)
+/* A round that writes nothing: arrive, wait for `from` (a rank, N4P_ALL or
+ * N4P_NOBODY). */
+static ncclResult_t wait_round(round_t *rd, int from)
 {
     ncclResult_t rc = begin(rd, true);
-    return rc != ncclSuccess ? rc : end(rd, root);
+    return rc != ncclSuccess ? rc : end(rd, from);
 }
 
 /* Where the piece a rank `src` stages for rank `dst` sits in src's slot
@@ -236,7 +237,7 @@ static ncclResult_t broadcast(ncclComm_t c, const n4p_op *o)
             if ((rc = end(&rd, N4P_NOBODY)) != ncclSuccess)
                 return rc;
         } else {
-            if ((rc = from_root(&rd, root)) != ncclSuccess)
+            if ((rc = wait_round(&rd, root)) != ncclSuccess)
                 return rc;
             n4p_copy(recv + off, eager ? EAGER(root) : SLOT(rd.set, 0), m, nt);
         }
@@ -460,7 +461,7 @@ static ncclResult_t scatter(ncclComm_t c, const n4p_op *o)
             if ((rc = end(&rd, N4P_NOBODY)) != ncclSuccess)
                 return rc;
         } else {
-            if ((rc = from_root(&rd, root)) != ncclSuccess)
+            if ((rc = wait_round(&rd, root)) != ncclSuccess)
                 return rc;
             n4p_copy(recv + off * esz,
                      (eager ? EAGER(root) : SLOT(rd.set, root)) + peer_pos(r, root) * m * esz,
@@ -498,14 +499,6 @@ static ncclResult_t direct_open(round_t *rd, int choice, bool *go)
     }
     *go = true;
     return ncclSuccess;
-}
-
-/* Round two: arrive, and wait for `from` (the readers of this rank's
- * buffers). */
-static ncclResult_t direct_close(round_t *rd, int from)
-{
-    ncclResult_t rc = begin(rd, true);
-    return rc != ncclSuccess ? rc : end(rd, from);
 }
 
 static inline uint64_t addr(const void *p, size_t off)
@@ -570,7 +563,8 @@ static ncclResult_t direct_run(ncclComm_t c, const n4p_op *o, int choice, bool *
     default:
         return n4p_fail(c, ncclInternalError, "no single-copy form of %s", c->cur_op);
     }
-    return rc != ncclSuccess ? rc : direct_close(&rd, wait);
+    /* round two: hold this rank until the readers of its buffers are done */
+    return rc != ncclSuccess ? rc : wait_round(&rd, wait);
 }
 
 /* The single-copy form of the call when it has one and it applies (*done),
