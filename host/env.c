@@ -40,6 +40,9 @@ typedef struct {
 
 #define ONE_YEAR 31536000.0
 #define FIELD(f) offsetof(n4p_settings, f)
+/* the sizes 0 (or unset) stands for */
+#define SLOT_AUTO "16 MiB/(nranks+1), within 64 KiB..512 KiB"
+#define RING_AUTO "32 MiB/nranks^2, within 64 KiB..1 MiB"
 
 static const env_var vars[] = {
     {"NCCL4PY_HOST_TIMEOUT", SECONDS, 0, ONE_YEAR, 300, FIELD(timeout), "no timeout",
@@ -47,13 +50,9 @@ static const env_var vars[] = {
     {"NCCL4PY_HOST_WAIT_REPORT", SECONDS, 0, ONE_YEAR, 10, FIELD(wait_report),
      "never report", "Seconds a call waits before a line on stderr names the ranks it waits for"},
     {"NCCL4PY_HOST_SLOT_BYTES", BYTES, N4P_MIN_SLOT, N4P_MAX_BUF, 0, FIELD(slot_bytes),
-     "16 MiB/(nranks+1), within 64 KiB..512 KiB",
-     "Size of a collective staging slot; 0 (the default): 16 MiB/(nranks+1), within "
-     "64 KiB..512 KiB"},
+     SLOT_AUTO, "Size of a collective staging slot; 0 (the default): " SLOT_AUTO},
     {"NCCL4PY_HOST_RING_BYTES", BYTES, N4P_MIN_RING, N4P_MAX_BUF, 0, FIELD(ring_bytes),
-     "32 MiB/nranks^2, within 64 KiB..1 MiB",
-     "Capacity of each point-to-point ring; 0 (the default): 32 MiB/nranks^2, within "
-     "64 KiB..1 MiB"},
+     RING_AUTO, "Capacity of each point-to-point ring; 0 (the default): " RING_AUTO},
     {"NCCL4PY_HOST_SINGLE_COPY", SWITCH, 0, N4P_SWITCH_AUTO, N4P_SWITCH_AUTO,
      FIELD(single_copy), NULL,
      "Large collectives copy straight between the ranks' buffers (process_vm_readv): "
