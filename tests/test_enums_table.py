@@ -84,10 +84,15 @@ def test_a_member_added_to_the_table_reaches_every_output(tmp_path):
     ("N4P_DEFINES(NCCL_X, X, FLAG, \"\")\nN4P_ENUM_END(NCCL_X)", "N4P_ENUM_END of no open"),
 ])
 def test_bad_table_lines_are_refused(tmp_path, line, error):
+    _refused(tmp_path, line, error, gen_types.parse_enums)
+
+
+def _refused(tmp_path, line, error, parse):
+    """enums.def with `line` added makes `parse` stop with `error`."""
     table = tmp_path / "enums.def"
     table.write_text((ROOT / "src" / "enums.def").read_text() + line + "\n")
     with pytest.raises(SystemExit, match=error):
-        gen_types.parse_enums(table)
+        parse(table)
 
 
 @pytest.mark.parametrize("e", [e for e in ENUMS if not e.defines], ids=lambda e: e.pyname)
@@ -292,10 +297,7 @@ def test_a_constant_added_to_the_table_reaches_c_and_python(tmp_path):
     ("N4P_CONSTANT(NCCL_X, X, 1 + 2, ALL)", "a literal"),
 ])
 def test_bad_constant_lines_are_refused(tmp_path, line, error):
-    table = tmp_path / "enums.def"
-    table.write_text((ROOT / "src" / "enums.def").read_text() + line + "\n")
-    with pytest.raises(SystemExit, match=error):
-        gen_types.parse_constants(table)
+    _refused(tmp_path, line, error, gen_types.parse_constants)
 
 
 @pytest.mark.parametrize("e", [e for e in ENUMS if e.core], ids=lambda e: e.core.name)
@@ -335,7 +337,4 @@ def test_a_class_added_to_the_table_is_named_by_its_modules_and_nccl_core(tmp_pa
 def test_bad_core_also_lines_are_refused(tmp_path, line):
     """Its own module, a module it is in already, an enum without a class of
     nccl.core."""
-    table = tmp_path / "enums.def"
-    table.write_text((ROOT / "src" / "enums.def").read_text() + line + "\n")
-    with pytest.raises(SystemExit, match="N4P_CORE_ALSO"):
-        gen_types.parse_enums(table)
+    _refused(tmp_path, line, "N4P_CORE_ALSO", gen_types.parse_enums)
