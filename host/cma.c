@@ -215,9 +215,12 @@ static ncclResult_t access_failed(ncclComm_t c, const char *what, int peer, int 
 /* Moves n bytes between `local` and the peer's address `remote`: into local
  * (a read) or out of it (a write).  At an unfavourable distance the kernel
  * copies to or from the bounce buffer, placed at the remote address's
- * offset within a page, and n4p_copy does the rest. */
+ * offset within a page, and n4p_copy does the rest: with streaming stores
+ * when `stream` (a read into a large output, which would otherwise be read
+ * into the cache before being overwritten, evicting the data the ranks are
+ * about to read). */
 static ncclResult_t transfer(ncclComm_t c, int peer, char *local, uint64_t remote, size_t n,
-                             bool write)
+                             bool write, bool stream)
 {
     const bool bounce = n > 0 && (write ? slow_distance((void *)(uintptr_t)remote,
                                                          (uintptr_t)local)
@@ -239,15 +242,16 @@ static ncclResult_t transfer(ncclComm_t c, int peer, char *local, uint64_t remot
             return access_failed(c, write ? "writing" : "reading", peer, e);
         }
         if (bounce && !write)
-            n4p_copy(local, buf, (size_t)got, false);
+            n4p_copy(local, buf, (size_t)got, stream);
         local += got, remote += (uint64_t)got, n -= (size_t)got;
     }
     return ncclSuccess;
 }
 
-ncclResult_t n4p_cma_read(ncclComm_t c, int peer, void *dst, uint64_t src, size_t n)
+ncclResult_t n4p_cma_read(ncclComm_t c, int peer, void *dst, uint64_t src, size_t n,
+                          bool stream)
 {
-    return transfer(c, peer, dst, src, n, false);
+    return transfer(c, peer, dst, src, n, false, stream);
 }
 
 size_t n4p_cma_push_bytes(ncclComm_t c, size_t bytes)
@@ -262,5 +266,5 @@ size_t n4p_cma_push_bytes(ncclComm_t c, size_t bytes)
 
 ncclResult_t n4p_cma_write(ncclComm_t c, int peer, uint64_t dst, const void *src, size_t n)
 {
-    return transfer(c, peer, (char *)(uintptr_t)src, dst, n, true);
+    return transfer(c, peer, (char *)(uintptr_t)src, dst, n, true, false);
 }

@@ -517,6 +517,7 @@ static ncclResult_t direct_run(ncclComm_t c, const n4p_op *o, int choice, bool *
     if (rc != ncclSuccess || !*go)
         return rc;
     const void *const *src = (const void *const *)c->srcs;
+    const bool nt = n4p_streaming(c, (size_t)n * blk); /* an all-gather's or all-to-all's output */
     int wait = N4P_ALL;
     switch (o->kind) {
     case N4P_K_BROADCAST: {
@@ -532,7 +533,8 @@ static ncclResult_t direct_run(ncclComm_t c, const n4p_op *o, int choice, bool *
             if (rc == ncclSuccess && send != recv)
                 n4p_copy(recv, send, blk, n4p_streaming(c, blk));
         } else {
-            rc = n4p_cma_read(c, o->root, recv, addr(src[o->root], 0), blk - tail);
+            rc = n4p_cma_read(c, o->root, recv, addr(src[o->root], 0), blk - tail,
+                              n4p_streaming(c, blk));
             wait = tail > 0 ? o->root : N4P_NOBODY;
         }
         break;
@@ -546,18 +548,18 @@ static ncclResult_t direct_run(ncclComm_t c, const n4p_op *o, int choice, bool *
         if (o->kind == N4P_K_GATHER)
             wait = N4P_NOBODY;
         if (send != recv + (size_t)r * blk)
-            n4p_copy(recv + (size_t)r * blk, send, blk, n4p_streaming(c, (size_t)n * blk));
+            n4p_copy(recv + (size_t)r * blk, send, blk, nt);
         for (int i = 1; i < n && rc == ncclSuccess; i++) {
             int k = (r + i) % n;
-            rc = n4p_cma_read(c, k, recv + (size_t)k * blk, addr(src[k], 0), blk);
+            rc = n4p_cma_read(c, k, recv + (size_t)k * blk, addr(src[k], 0), blk, nt);
         }
         break;
     case N4P_K_ALLTOALL:
-        n4p_copy(recv + (size_t)r * blk, send + (size_t)r * blk, blk,
-                 n4p_streaming(c, (size_t)n * blk));
+        n4p_copy(recv + (size_t)r * blk, send + (size_t)r * blk, blk, nt);
         for (int i = 1; i < n && rc == ncclSuccess; i++) {
             int k = (r + i) % n;
-            rc = n4p_cma_read(c, k, recv + (size_t)k * blk, addr(src[k], (size_t)r * blk), blk);
+            rc = n4p_cma_read(c, k, recv + (size_t)k * blk, addr(src[k], (size_t)r * blk), blk,
+                              nt);
         }
         break;
     default:

@@ -357,7 +357,8 @@ void n4p_copy(void *dst, const void *src, size_t n, bool stream);
 void n4p_cma_probe(ncclComm_t comm);
 int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *send,
                       const void *recv, size_t send_bytes, size_t recv_bytes);
-ncclResult_t n4p_cma_read(ncclComm_t c, int peer, void *dst, uint64_t src, size_t n);
+ncclResult_t n4p_cma_read(ncclComm_t c, int peer, void *dst, uint64_t src, size_t n,
+                          bool stream);
 ncclResult_t n4p_cma_write(ncclComm_t c, int peer, uint64_t dst, const void *src, size_t n);
 size_t n4p_cma_push_bytes(ncclComm_t c, size_t bytes);
 
