@@ -278,7 +278,7 @@ def single_copy(op: str, n: int, nbytes: int, cpus: int) -> bool:
     if mode == "1":
         return True
     crowded = n > cpus
-    least = {"allgather": (4 << 20) if crowded else 8 << 20,
+    least = {"allgather": None if crowded else 8 << 20,
              "alltoall": (1 << 20) if crowded else 8 << 20,
              "broadcast": None if crowded else 2 << 20}[op]
     return least is not None and block >= least
