@@ -45,10 +45,12 @@ and ``nranks / p`` ranks share a CPU::
 
 Which of the two a call takes follows NCCL4PY_HOST_SINGLE_COPY and its
 automatic thresholds (host/cma.c; ``single_copy`` below repeats them).  A
-process_vm_readv copy moves about 10 GB/s even within the cache, and a read at
-an unfavourable alignment (destination 1 to 63 bytes after the source modulo
-4 KiB) goes through a bounce buffer, a second copy of cached data the model
-does not count, so the model flatters the single-copy rows.
+process_vm_readv copy moves about 10 GB/s even within the cache, so the model
+flatters the single-copy rows.  An all-gather or all-to-all in which a read
+would land 1 to 63 bytes after its source modulo 4 KiB is staged instead, and
+a broadcast's read at such a distance goes through a bounce buffer; the model
+counts neither (they depend on where the arrays happen to lie), so it asks
+more of such rows than the algorithm allows.
 
 Both bandwidths (one stream alone, and p streams at once, 64 MiB copies with
 NumPy) are measured in the same run, before and after the collectives; the

@@ -183,17 +183,21 @@ int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *se
 }
 
 /* The kernel copies a process_vm_readv with the CPU's string copy, which
- * some CPUs (AMD Zen 3, for one) run at a tenth of its speed when the
- * destination lies 1 to 31 bytes after the source modulo 4 KiB (copy.c).
- * Such reads go through a bounce buffer placed at the source's offset
+ * some CPUs (AMD Zen 3, for one) run at a third to a tenth of its speed
+ * when the destination lies a few bytes after the source modulo 4 KiB
+ * (copy.c; 16 and 24 bytes were slow on the machine of bench/README.md,
+ * 32-56 not; the test takes 1-63).  A broadcast's reads and writes at such
+ * a distance go through a bounce buffer placed at the source's offset
  * within a page, and from there through n4p_copy, whose speed does not
- * depend on alignment: a second copy, but of data in the cache. */
+ * depend on alignment: a second copy, but of data in the cache.  An
+ * all-gather, gather or all-to-all with such a read stages instead
+ * (collectives.c). */
 #define BOUNCE_BYTES (256u << 10)
 #define PAGE_MASK_4K 4095u
 
-static bool slow_distance(const void *dst, uint64_t src)
+bool n4p_cma_slow(uint64_t dst, uint64_t src)
 {
-    uint64_t d = ((uint64_t)(uintptr_t)dst - src) & PAGE_MASK_4K;
+    uint64_t d = (dst - src) & PAGE_MASK_4K;
     return d > 0 && d < 64;
 }
 
@@ -225,9 +229,8 @@ static ncclResult_t access_failed(ncclComm_t c, const char *what, int peer, int 
 static ncclResult_t transfer(ncclComm_t c, int peer, char *local, uint64_t remote, size_t n,
                              bool write, bool stream)
 {
-    const bool bounce = n > 0 && (write ? slow_distance((void *)(uintptr_t)remote,
-                                                         (uintptr_t)local)
-                                        : slow_distance(local, remote));
+    const uint64_t here = (uint64_t)(uintptr_t)local;
+    const bool bounce = n > 0 && (write ? n4p_cma_slow(remote, here) : n4p_cma_slow(here, remote));
     if (bounce && alloc_bounce(c) != ncclSuccess)
         return ncclSystemError;
     while (n > 0) {

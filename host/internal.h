@@ -234,6 +234,7 @@ struct ncclComm {
     int32_t *pids;      /* the ranks' pids, copied when all joined (cma.c) */
     char *bounce;       /* single-copy reads of unfavourable alignment (cma.c) */
     bool cma;           /* single-copy reads of every peer work (cma.c) */
+    bool said_bounced;  /* the INFO line on a call staged for its alignment was printed */
     char errmsg[N4P_ERRLEN];
     pthread_mutex_t lock; /* guards regs and ops */
     n4p_reg *regs;
@@ -361,6 +362,8 @@ ncclResult_t n4p_cma_read(ncclComm_t c, int peer, void *dst, uint64_t src, size_
                           bool stream);
 ncclResult_t n4p_cma_write(ncclComm_t c, int peer, uint64_t dst, const void *src, size_t n);
 size_t n4p_cma_push_bytes(ncclComm_t c, size_t bytes);
+/* whether the kernel's copy from src to dst is slow (cma.c: bounce buffer) */
+bool n4p_cma_slow(uint64_t dst, uint64_t src);
 
 /* shm.c */
 ncclResult_t n4p_random_id(ncclUniqueId *id);

@@ -185,15 +185,21 @@ def test_path_choice_is_checked_across_ranks(tmp_path, op, mode, blk, disagree):
             assert rep["error"] is None and rep["ok"], rep
 
 
-# Buffers at chosen offsets within their pages: a single-copy read whose
-# destination lies 1 to 63 bytes after its source modulo 4 KiB goes through
-# a bounce buffer (host/cma.c), in pieces of 256 KiB.  Every rank's receive
-# buffers start 16 bytes into a page and its send buffers at a page, so
-# every read of a block at a multiple of 4 KiB takes that path; blocks of
-# other sizes put the later blocks at other distances.
+# Buffers at chosen offsets within their pages.  A single-copy read whose
+# destination lies 1 to 63 bytes after its source modulo 4 KiB would be slow
+# (host/cma.c): a broadcast's reads and writes then go through a bounce
+# buffer, in pieces of 256 KiB, and an all-gather or all-to-all with any
+# such read stages instead, which NCCL_DEBUG=INFO reports once per
+# communicator.  Every rank's receive buffers start 16 bytes into a page
+# and its send buffers at a page, so every read of a block at a multiple of
+# 4 KiB is at such a distance; blocks of other sizes put the later blocks at
+# other distances.  Calls with both buffers 16 bytes into a page and blocks
+# of whole pages come first and must not be reported.
 MISALIGNED = r'''
 import mmap
 os.environ["NCCL4PY_HOST_SINGLE_COPY"] = "1"
+log = open(os.environ["TEST_LOG"] + str(RANK), "w+")
+os.dup2(log.fileno(), 2)
 c = comm.split(0, RANK)
 errors = []
 
@@ -207,27 +213,39 @@ def check(name, got, want):
         bad = int(np.flatnonzero(got != want)[0])
         errors.append(f"{name}: first difference at {bad}: {got[bad]} != {want[bad]}")
 
+def said():
+    log.seek(0)
+    return [ln for ln in log.read().splitlines() if "staged, not single-copy" in ln]
+
 keep = []
-for blk in (8192, 65540, 262144, 300004, 1048576 + 4096):
-    m = blk // 4
-    x = [((np.arange(N * m, dtype=np.int64) * 7 + k * 1000003) % 65521).astype(np.float32)
-         for k in range(N)]
-    send = at(N * blk, 0)
-    send[:] = x[RANK]
-    r = at(N * blk, 16)
-    c.allgather(send[:m], r)
-    check(f"{blk}B allgather", r, np.concatenate([v[:m] for v in x]))
-    r = at(N * blk, 16)
-    c.alltoall(send, r)
-    check(f"{blk}B alltoall", r, np.concatenate([v[RANK * m:(RANK + 1) * m] for v in x]))
-    r = at(blk, 16)
-    c.broadcast(send[:m], r, 0)
-    check(f"{blk}B broadcast", r, x[0][:m])
-report(errors=errors[:10])
+for send_at, blocks in ((16, (8192, 262144, 1048576 + 4096)),
+                        (0, (8192, 65540, 262144, 300004, 1048576 + 4096))):
+    for blk in blocks:
+        m = blk // 4
+        x = [((np.arange(N * m, dtype=np.int64) * 7 + k * 1000003) % 65521).astype(np.float32)
+             for k in range(N)]
+        send = at(N * blk, send_at)
+        send[:] = x[RANK]
+        r = at(N * blk, 16)
+        c.allgather(send[:m], r)
+        check(f"{blk}B allgather", r, np.concatenate([v[:m] for v in x]))
+        r = at(N * blk, 16)
+        c.alltoall(send, r)
+        check(f"{blk}B alltoall", r, np.concatenate([v[RANK * m:(RANK + 1) * m] for v in x]))
+        r = at(blk, 16)
+        c.broadcast(send[:m], r, 0)
+        check(f"{blk}B broadcast", r, x[0][:m])
+    if send_at == 16:
+        aligned_said = said()
+report(errors=errors[:10], aligned_said=aligned_said, said=said())
 '''
 
 
 @pytest.mark.parametrize("nranks", [2, 3])
 def test_single_copy_at_unfavourable_alignments(tmp_path, nranks):
-    for rep in run_ranks(tmp_path, MISALIGNED, nranks):
+    reps = run_ranks(tmp_path, MISALIGNED, nranks, NCCL_DEBUG="INFO",
+                     TEST_LOG=str(tmp_path / "stderr"))
+    for rep in reps:
         assert rep["errors"] == [], rep
+        assert rep["aligned_said"] == [], rep
+        assert len(rep["said"]) == 1 and "ncclAllGather staged" in rep["said"][0], rep
