@@ -281,7 +281,7 @@ def single_copy(op: str, n: int, nbytes: int, cpus: int) -> bool:
         return True
     crowded = n > cpus
     least = {"allgather": None if crowded else 8 << 20,
-             "alltoall": (1 << 20) if crowded else 8 << 20,
+             "alltoall": (1 << 20) if crowded else 128 << 10,
              "broadcast": None if crowded else 2 << 20}[op]
     return least is not None and block >= least
 

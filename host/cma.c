@@ -56,7 +56,15 @@
  * single copy needs a second synchronisation per call, where staging lets
  * ranks run ahead.  So it pays only for large messages, whose second copy
  * would go through memory rather than the cache: from 8 MiB blocks while
- * every rank has a CPU.  A broadcast's root copies too (the receivers'
+ * every rank has a CPU.  All-to-all is the exception: its staged form
+ * moves every slot, freshly written by one CPU, to another CPU's cache,
+ * which on a virtual machine is fast or 2-3x slower from one launch to the
+ * next (the host places the virtual CPUs), while a single-copy read does
+ * not depend on it.  Two ranks, both paths alternating in one launch, four
+ * launches: 128 KiB blocks 16-44 us staged against 21-26 single copy, 512
+ * KiB 61-170 against 73-88, 2 MiB 512-758 against 243-329.  So all-to-all
+ * reads directly from 128 KiB blocks, for times that do not depend on
+ * where the CPUs lie.  A broadcast's root copies too (the receivers'
  * last 1/nranks), so a single-copy broadcast pays from 2 MiB.  With more
  * ranks than CPUs, CPU time and memory traffic are what run out, and
  * single copy pays earlier for all-to-all and gather, never for all-gather
@@ -82,7 +90,7 @@ static size_t auto_min(ncclComm_t c, int kind)
     case N4P_K_GATHER:
         return crowded ? 4u << 20 : 8u << 20;
     case N4P_K_ALLTOALL:
-        return crowded ? 1u << 20 : 8u << 20;
+        return crowded ? 1u << 20 : 128u << 10;
     case N4P_K_BROADCAST:
         return crowded ? SIZE_MAX : 2u << 20;
     default:

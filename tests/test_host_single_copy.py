@@ -28,7 +28,7 @@ BLOCKS = [4096, 4100, 32764, 32768, 65532, 65536, 600004]
 
 # NCCL4PY_HOST_SINGLE_COPY=auto's smallest block per collective (host/cma.c),
 # with a CPU per rank and with more ranks than CPUs.
-AUTO_MIN = {"allgather": (8 << 20, None), "alltoall": (8 << 20, 1 << 20),
+AUTO_MIN = {"allgather": (8 << 20, None), "alltoall": (128 << 10, 1 << 20),
             "broadcast": (2 << 20, None)}
 
 
