@@ -6,7 +6,8 @@
  * process of the same user with process_vm_readv ("cross-memory attach"),
  * unless ptrace restrictions (Yama, seccomp filters of containers) forbid
  * it.  Large all-gathers, all-to-alls and broadcasts use it to copy each
- * byte once, straight from the owner's sendbuff into the reader's recvbuff.
+ * byte once, straight from the owner's sendbuff into the reader's recvbuff;
+ * large all-reduces to read the peers' inputs and results.
  *
  * Whether it works is probed once per communicator, when every rank has
  * joined: each rank publishes the address of a word of its own memory
@@ -102,7 +103,7 @@ static size_t auto_min(ncclComm_t c, int kind)
 static bool has_direct(int kind)
 {
     return kind == N4P_K_ALLGATHER || kind == N4P_K_GATHER || kind == N4P_K_ALLTOALL ||
-           kind == N4P_K_BROADCAST;
+           kind == N4P_K_BROADCAST || kind == N4P_K_ALLREDUCE;
 }
 
 static ssize_t read_peer(pid_t pid, void *dst, uint64_t src, size_t n)
@@ -183,6 +184,10 @@ int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *se
     case N4P_K_ALLTOALL:
         /* in place, a rank would overwrite pieces its peers still read */
         ok = !overlap(send, send_bytes, recv, recv_bytes);
+        break;
+    case N4P_K_ALLREDUCE:
+        /* in place or apart (collectives.c: direct_all_reduce) */
+        ok = send == recv || !overlap(send, send_bytes, recv, recv_bytes);
         break;
     default:
         break;

@@ -51,8 +51,10 @@
  * rounds (publish the buffers; hold their owners until the readers are
  * done).  The root of a broadcast, which would otherwise idle while the
  * others read, writes a 1/nranks share of the message into each receiver
- * (process_vm_writev).  The size from which single copy pays depends on
- * the collective and on whether the ranks outnumber the CPUs (cma.c).
+ * (process_vm_writev).  A large all-reduce reads the peers' inputs and
+ * results, in three rounds (direct_all_reduce).  The size from which single
+ * copy pays depends on the collective and on whether the ranks outnumber
+ * the CPUs (cma.c).
  *
  * Checking.  The first round of every collective publishes (kind, count,
  * type, op, root) and compares it with those of the ranks it waits for, so
@@ -540,7 +542,71 @@ static inline uint64_t addr(const void *p, size_t off)
     return (uint64_t)(uintptr_t)p + off;
 }
 
-static ncclResult_t direct_run(ncclComm_t c, const n4p_op *o, int choice, bool *go)
+/* The single-copy all-reduce, after round one (rd): a reduce-scatter, then
+ * an all-gather, each read straight from the peers' buffers.  Rank r reads
+ * its share [lo, hi) of every peer's sendbuff, in chunks, into its own
+ * slot (at the source's offset within a page, so that no read lands at a
+ * slow distance), and reduces them with its own input, in rank order as
+ * the staged form does, into its recvbuff; after a round in which
+ * everybody has done so, it reads the peers' shares of the result from
+ * their recvbuffs.  Per rank that is 2 (n-1)/n of the message read once,
+ * where staging copies (n-1)/n in and all of it out, and no staging slot
+ * moves between CPUs.  In place, rank r writes only its share of its
+ * buffer while the peers read theirs, and the other shares only after the
+ * peers have read them. */
+static ncclResult_t direct_all_reduce(ncclComm_t c, const n4p_op *o, const n4p_redspec *rs,
+                                      round_t *rd)
+{
+    const int n = c->nranks, r = c->rank;
+    const size_t esz = n4p_dtype_size(o->dtype);
+    const size_t bytes = o->count * esz;
+    const char *send = o->sendbuff;
+    char *recv = o->recvbuff;
+    const n4p_rank_ctl *ranks = c->seg.ranks;
+    const uint64_t t = rd->t % N4P_DEPTH; /* round one's descriptions */
+    const void **srcs = c->srcs;
+    /* every rank has arrived at round one, so nobody reads the slots of
+     * the next round's set: this rank's one is scratch until then */
+    char *scratch = SLOT((int)((rd->t + 1) & 1), r);
+    const size_t region = c->seg.slot_bytes / npeers(n);
+    const size_t pad = region >= 2 * N4P_PAGE ? N4P_PAGE : 0;
+    const size_t chunk = (region - pad) / esz;
+    size_t lo, hi;
+    ncclResult_t rc = ncclSuccess;
+    share(o->count, r, n, &lo, &hi);
+    for (size_t off = lo; off < hi && rc == ncclSuccess; off += chunk) {
+        const size_t m = part(hi, off, chunk);
+        for (int k = 0; k < n && rc == ncclSuccess; k++) {
+            if (k == r) {
+                srcs[k] = send + off * esz;
+                continue;
+            }
+            const uint64_t from = ranks[k].desc[t].sbuf + off * esz;
+            char *at = scratch + peer_pos(k, r) * region;
+            if (pad > 0)
+                at += (from - (uint64_t)(uintptr_t)at) & (N4P_PAGE - 1);
+            srcs[k] = at;
+            rc = n4p_cma_read(c, k, at, from, m * esz, false);
+        }
+        if (rc == ncclSuccess)
+            n4p_reduce(rs, recv + off * esz, srcs, n, m);
+    }
+    if (rc != ncclSuccess || (rc = wait_round(rd, N4P_ALL)) != ncclSuccess)
+        return rc;
+    const bool nt = n4p_streaming(c, bytes);
+    for (int i = 1; i < n && rc == ncclSuccess; i++) {
+        const int k = (r + i) % n;
+        share(o->count, k, n, &lo, &hi);
+        const uint64_t res = ranks[k].desc[t].rbuf;
+        if (hi > lo)
+            rc = n4p_cma_read(c, k, recv + lo * esz, res + lo * esz, (hi - lo) * esz, nt);
+    }
+    /* hold this rank until the readers of its result are done */
+    return rc != ncclSuccess ? rc : wait_round(rd, N4P_ALL);
+}
+
+static ncclResult_t direct_run(ncclComm_t c, const n4p_op *o, const n4p_redspec *rs,
+                               int choice, bool *go)
 {
     const int n = c->nranks, r = c->rank;
     const size_t blk = o->count * n4p_dtype_size(o->dtype);
@@ -550,6 +616,8 @@ static ncclResult_t direct_run(ncclComm_t c, const n4p_op *o, int choice, bool *
     ncclResult_t rc = direct_open(&rd, choice, go);
     if (rc != ncclSuccess || !*go)
         return rc;
+    if (o->kind == N4P_K_ALLREDUCE)
+        return direct_all_reduce(c, o, rs, &rd);
     const void *const *src = (const void *const *)c->srcs;
     const bool nt = n4p_streaming(c, (size_t)n * blk); /* an all-gather's or all-to-all's output */
     int wait = N4P_ALL;
@@ -605,7 +673,8 @@ static ncclResult_t direct_run(ncclComm_t c, const n4p_op *o, int choice, bool *
 
 /* The single-copy form of the call when it has one and it applies (*done),
  * else nothing. */
-static ncclResult_t single_copy(ncclComm_t c, const n4p_op *o, bool *done)
+static ncclResult_t single_copy(ncclComm_t c, const n4p_op *o, const n4p_redspec *rs,
+                               bool *done)
 {
     const size_t n = (size_t)c->nranks;
     const size_t blk = o->count * n4p_dtype_size(o->dtype);
@@ -624,6 +693,8 @@ static ncclResult_t single_copy(ncclComm_t c, const n4p_op *o, bool *done)
     case N4P_K_ALLTOALL:
         sbytes = rbytes = n * blk;
         break;
+    case N4P_K_ALLREDUCE:
+        break;
     default:
         *done = false;
         return ncclSuccess;
@@ -633,7 +704,7 @@ static ncclResult_t single_copy(ncclComm_t c, const n4p_op *o, bool *done)
         *done = false;
         return ncclSuccess;
     }
-    return direct_run(c, o, choice, done);
+    return direct_run(c, o, rs, choice, done);
 }
 
 ncclResult_t n4p_exec_coll(n4p_op *o)
@@ -670,7 +741,7 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
             return rc;
     }
     bool done = false;
-    if ((rc = single_copy(c, o, &done)) != ncclSuccess || done) {
+    if ((rc = single_copy(c, o, &rs, &done)) != ncclSuccess || done) {
         if (rc == ncclSuccess)
             c->cur_op = NULL;
         return rc;

@@ -92,6 +92,15 @@ try:
             threading.Timer(0.05, die).start()
         for i in range(1000):
             b.broadcast(big.ctypes.data, big.ctypes.data, big.size, F32, 0, comm, 0)
+    elif scenario == "kill_single_copy_allreduce":
+        # large in-place all-reduces read the peers' inputs and results;
+        # the victim dies in the middle
+        big = np.ones(3 << 20, np.float32)
+        if rank == victim:
+            import threading
+            threading.Timer(0.05, die).start()
+        for i in range(1000):
+            allreduce(comm, big)
     elif scenario == "never_arrives":
         if rank == victim:
             time.sleep(120)                # killed by the test
@@ -136,6 +145,7 @@ EXPECT = {  # scenario -> statuses the survivors may see
     "kill_init": {REMOTE, TIMEOUT_STATUS},
     "kill_single_copy": {REMOTE, TIMEOUT_STATUS},
     "kill_single_copy_broadcast": {REMOTE, TIMEOUT_STATUS},
+    "kill_single_copy_allreduce": {REMOTE, TIMEOUT_STATUS},
     "never_arrives": {TIMEOUT_STATUS, REMOTE},
     "mismatch": {INVALID_USAGE},
 }

@@ -158,11 +158,13 @@ try:
         c.allgather(x[:m], r)
     elif op == "alltoall":
         c.alltoall(x, r)
+    elif op == "allreduce":
+        c.allreduce(x[:m], r[:m], nc.SUM)
     else:
         c.broadcast(x[:m], r[:m], 0)
     # a root that waits for nobody learns of a disagreement at its next call
     c.allreduce(x[:4], r[:4], nc.SUM)
-    report(error=None, ok=bool((r[4:m] == 1).all()))
+    report(error=None, ok=bool((r[4:m] == (N if op == "allreduce" else 1)).all()))
 except NCCLError as e:
     report(error=str(e))
 '''
@@ -173,6 +175,8 @@ except NCCLError as e:
     ("allgather", "1", 4096, False),     # eager: never single copy
     ("alltoall", "1", 8192, True),
     ("broadcast", "1", 8192, True),
+    ("allreduce", "1", 4100, True),
+    ("allreduce", "1", 4096, False),
     *auto_cases(),                       # just below and at the thresholds
 ])
 def test_path_choice_is_checked_across_ranks(tmp_path, op, mode, blk, disagree):
@@ -249,3 +253,82 @@ def test_single_copy_at_unfavourable_alignments(tmp_path, nranks):
         assert rep["errors"] == [], rep
         assert rep["aligned_said"] == [], rep
         assert len(rep["said"]) == 1 and "ncclAllGather staged" in rep["said"][0], rep
+
+
+# The single-copy all-reduce (each rank reduces its share of the peers'
+# buffers read directly, then reads the peers' shares of the result) must
+# give the bits of the staged one: both reduce in rank order.  Random
+# values, so that a different order would show; every operator, several
+# types, in place and out of place, message sizes that do not divide by
+# the rank count, a slot so small that the shares go in many chunks, and
+# receive buffers at a different offset within a page on every rank, so
+# that reading the peers' results lands at distances of 16-48 bytes.
+ALLREDUCE = r"""
+import mmap
+errors = []
+ops = {"sum": nc.SUM, "prod": nc.PROD, "max": nc.MAX, "min": nc.MIN, "avg": nc.AVG}
+keep = []
+
+def at(nbytes, offset):
+    buf = mmap.mmap(-1, nbytes + offset + 4096)
+    keep.append(buf)
+    return np.frombuffer(buf, np.uint8)[offset:offset + nbytes]
+
+def inputs(dtype, count, k):
+    g = np.random.default_rng(1000 * k + count)
+    if np.dtype(dtype).kind == "f":
+        return (g.standard_normal(count) * 3).astype(dtype)
+    return g.integers(-50, 50, count).astype(dtype)
+
+def call(c, dtype, count, op, inplace, offset):
+    x = inputs(dtype, count, RANK)
+    r = at(x.nbytes, offset).view(dtype)
+    if inplace:
+        r[:] = x
+        c.allreduce(r, r, ops[op])
+    else:
+        c.allreduce(x, r, ops[op])
+    return r.copy()
+
+paths = {}
+for mode, slot in (("0", None), ("1", None), ("1", "4096")):
+    os.environ["NCCL4PY_HOST_SINGLE_COPY"] = mode
+    if slot:
+        os.environ["NCCL4PY_HOST_SLOT_BYTES"] = slot
+    paths[(mode, slot)] = comm.split(0, RANK)
+    os.environ.pop("NCCL4PY_HOST_SLOT_BYTES", None)
+
+for dtype in ("float32", "float64", "float16", "int32", "int8"):
+    esz = np.dtype(dtype).itemsize
+    for count in (4096 // esz + 1, 300007 // esz, 1048576 // esz + 3):
+        want = {}
+        xs = [inputs(dtype, count, k) for k in range(N)]
+        with np.errstate(all="ignore"):
+            acc = xs[0].copy()
+            for k in range(1, N):
+                acc = acc + xs[k]
+        want["sum"] = acc
+        want["max"] = np.maximum.reduce(xs)
+        want["min"] = np.minimum.reduce(xs)
+        for op in ops:
+            for inplace in (False, True):
+                got = {p: call(c, dtype, count, op, inplace, 16 * RANK)
+                       for p, c in paths.items()}
+                name = f"{dtype} x {count} {op}{' in place' if inplace else ''}"
+                base = got[("0", None)]
+                for p, r in got.items():
+                    if r.tobytes() != base.tobytes():
+                        bad = int(np.flatnonzero(r.view(np.uint8) != base.view(np.uint8))[0])
+                        errors.append(f"{name} mode {p}: differs from staged at byte {bad}")
+                if op in want and dtype != "float16" and base.tobytes() != want[op].tobytes():
+                    errors.append(f"{name}: staged result is not NumPy's rank-order {op}")
+report(errors=errors[:10])
+"""
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_single_copy_allreduce_matches_staging_bit_for_bit(tmp_path, nranks):
+    reps = run_ranks(tmp_path, ALLREDUCE, nranks)
+    for rep in reps:
+        assert rep["errors"] == [], rep
+
