@@ -29,7 +29,12 @@ of a peer's buffer with process_vm_readv counts as one copy), over the memcpy
 bandwidth of one stream when ``p = min(nranks, cpus)`` streams copy at once,
 and ``nranks / p`` ranks share a CPU::
 
-    allreduce       W = m * ((n-1)/n + (n+1)/(2n) + 1)   stage others' shares,
+    allreduce       W = m * (2(n-1)/n + (n+1)/(2n))
+                                          single copy:    read own share of n-1
+                                                          peers, reduce it, read
+                                                          n-1 shares of the result
+                    W = m * ((n-1)/n + (n+1)/(2n) + 1)
+                                          staged:         stage others' shares,
                                                           reduce own, copy out
     allgather       W = m                 single copy:    own to out, read n-1 blocks
                     W = m * (n+1)/n       staged:         stage own, own to out,
@@ -44,7 +49,10 @@ and ``nranks / p`` ranks share a CPU::
     time = W * (n / p) / bandwidth(p)
 
 Which of the two a call takes follows NCCL4PY_HOST_SINGLE_COPY and its
-automatic thresholds (host/cma.c; ``single_copy`` below repeats them).  A
+automatic thresholds (host/cma.c; ``single_copy`` below repeats them).  Above
+them, while every rank has a CPU, the all-reduce, all-gather and all-to-all
+measure both paths and take the faster (host/tune.c); the model then counts
+the path that copies less, the more demanding of the two.  A
 process_vm_readv copy moves about 10 GB/s even within the cache, so the model
 flatters the single-copy rows.  An all-gather or all-to-all in which a read
 would land 1 to 63 bytes after its source modulo 4 KiB is staged instead, and
@@ -272,15 +280,19 @@ def memcpy_bandwidth(streams: int, nbytes: int = 64 << 20, reps: int = 10) -> fl
 
 def single_copy(op: str, n: int, nbytes: int, cpus: int) -> bool:
     """Whether the host backend copies straight from the peers' buffers
-    (host/cma.c's choice, for NCCL4PY_HOST_SINGLE_COPY unset or auto)."""
+    (host/cma.c's choice, for NCCL4PY_HOST_SINGLE_COPY unset or auto); where
+    host/tune.c measures both paths, True: the model counts the one that
+    copies less."""
     mode = os.environ.get("NCCL4PY_HOST_SINGLE_COPY", "").strip().lower() or "auto"
-    block = nbytes if op == "broadcast" else nbytes // n
-    if mode == "0" or op not in ("allgather", "alltoall", "broadcast") or block <= 4096:
+    block = nbytes if op in ("allreduce", "broadcast") else nbytes // n
+    if mode == "0" or op not in ("allreduce", "allgather", "alltoall", "broadcast") \
+            or block <= 4096:
         return False
     if mode == "1":
         return True
     crowded = n > cpus
-    least = {"allgather": None if crowded else 8 << 20,
+    least = {"allreduce": None if crowded else 256 << 10,
+             "allgather": None if crowded else 128 << 10,
              "alltoall": (1 << 20) if crowded else 128 << 10,
              "broadcast": None if crowded else 2 << 20}[op]
     return least is not None and block >= least
@@ -292,7 +304,8 @@ def model_work(op: str, n: int, nbytes: int, cpus: int) -> float:
     if single_copy(op, n, nbytes, cpus):
         # a broadcast's root writes 1/n of the message into every receiver,
         # which reads the rest
-        return m * (n - 1) / n if op == "broadcast" else m
+        return {"broadcast": m * (n - 1) / n,
+                "allreduce": m * (2 * (n - 1) / n + (n + 1) / (2 * n))}.get(op, m)
     return {"allreduce": m * ((n - 1) / n + (n + 1) / (2 * n) + 1),
             "allgather": m * (n + 1) / n,
             "reduce_scatter": m / n * ((n - 1) + (n + 1) / 2),

@@ -48,34 +48,9 @@
 
 #include "internal.h"
 
-/* With NCCL4PY_HOST_SINGLE_COPY=auto, the smallest block a rank reads from
- * one peer for which single copy beat staging in back-to-back calls
- * (bench/host_vs_mpi.py, and the same calls alternating between the two
- * paths, on a shared 2-CPU machine).  A process_vm_readv copy costs more
- * CPU time than a memcpy (the kernel pins and copies page by page: about
- * 10 GB/s at best, and much less while both ranks read each other), and
- * single copy needs a second synchronisation per call, where staging lets
- * ranks run ahead.  So it pays only for large messages, whose second copy
- * would go through memory rather than the cache: from 8 MiB blocks while
- * every rank has a CPU.  All-to-all is the exception: its staged form
- * moves every slot, freshly written by one CPU, to another CPU's cache,
- * which on a virtual machine is fast or 2-3x slower from one launch to the
- * next (the host places the virtual CPUs), while a single-copy read does
- * not depend on it.  Two ranks, both paths alternating in one launch, four
- * launches: 128 KiB blocks 16-44 us staged against 21-26 single copy, 512
- * KiB 61-170 against 73-88, 2 MiB 512-758 against 243-329.  So all-to-all
- * reads directly from 128 KiB blocks, for times that do not depend on
- * where the CPUs lie.  A broadcast's root copies too (the receivers'
- * last 1/nranks), so a single-copy broadcast pays from 2 MiB.  With more
- * ranks than CPUs, CPU time and memory traffic are what run out, and
- * single copy pays earlier for all-to-all and gather, never for all-gather
- * (where 3 readers of a block on 2 CPUs pin its pages 3 times, while the
- * staged block is read from the cache: 10-25% slower from 16 to 128 MiB
- * with 4 ranks) or broadcast (whose staging root does not wait for the
- * readers).  The count of online
- * CPUs is the same for every rank of the machine, so all ranks choose
- * alike. */
-static size_t auto_min(ncclComm_t c, int kind)
+/* Whether the ranks outnumber the online CPUs; the count is the same for
+ * every rank of the machine, so all ranks choose alike. */
+bool n4p_crowded(ncclComm_t c)
 {
     static atomic_long cached;
     long cpus = atomic_load_explicit(&cached, memory_order_relaxed);
@@ -84,16 +59,50 @@ static size_t auto_min(ncclComm_t c, int kind)
         cpus = cpus > 0 ? cpus : 1;
         atomic_store_explicit(&cached, cpus, memory_order_relaxed);
     }
-    const bool crowded = c->nranks > cpus;
+    return c->nranks > cpus;
+}
+
+/* With NCCL4PY_HOST_SINGLE_COPY=auto, the smallest block a rank reads from
+ * one peer (for an all-reduce and a broadcast: the message) from which
+ * single copy is tried (bench/host_vs_mpi.py, and the same calls
+ * alternating between the two paths, on a shared 2-CPU machine).
+ *
+ * A process_vm_readv copy costs more CPU time than a memcpy (the kernel
+ * pins and copies page by page: about 10 GB/s at best, less while both
+ * ranks read each other), and single copy needs a second synchronisation
+ * per call, where staging lets ranks run ahead.  But staging moves every
+ * slot, freshly written by one CPU, into another CPU's cache, which on a
+ * virtual machine is fast or 2-3x slower from one launch to the next (the
+ * host places the virtual CPUs), while a single-copy read does not depend
+ * on it.  Two ranks, both paths alternating in one launch, four launches:
+ * all-to-all of 128 KiB blocks 16-44 us staged against 21-26 single copy,
+ * 512 KiB 61-170 against 73-88, 2 MiB 512-758 against 243-329; all-gather
+ * of 512 KiB blocks 46-160 against 65-84; all-reduce of 1 MiB 99-368
+ * against 141-359, 16 MiB 2.7-5.5 ms against 3.2-3.7.  So while every rank
+ * has a CPU, an all-reduce, all-gather or all-to-all above its threshold
+ * measures both paths and takes the faster (tune.c).  A gather, whose
+ * senders do not wait for the root when staged, pays from 8 MiB blocks; a
+ * broadcast, whose root copies too (the receivers' last 1/nranks), from 2
+ * MiB.  With more ranks than CPUs, CPU time and memory traffic are what
+ * run out, and single copy pays earlier for all-to-all and gather, never
+ * for all-gather (where 3 readers of a block on 2 CPUs pin its pages 3
+ * times, while the staged block is read from the cache: 10-25% slower from
+ * 16 to 128 MiB with 4 ranks), all-reduce or broadcast (whose staging root
+ * does not wait for the readers). */
+static size_t auto_min(ncclComm_t c, int kind)
+{
+    const bool crowded = n4p_crowded(c);
     switch (kind) {
     case N4P_K_ALLGATHER:
-        return crowded ? SIZE_MAX : 8u << 20;
+        return crowded ? SIZE_MAX : 128u << 10;
     case N4P_K_GATHER:
         return crowded ? 4u << 20 : 8u << 20;
     case N4P_K_ALLTOALL:
         return crowded ? 1u << 20 : 128u << 10;
     case N4P_K_BROADCAST:
         return crowded ? SIZE_MAX : 2u << 20;
+    case N4P_K_ALLREDUCE:
+        return crowded ? SIZE_MAX : 256u << 10;
     default:
         return SIZE_MAX;
     }

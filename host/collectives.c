@@ -54,7 +54,8 @@
  * (process_vm_writev).  A large all-reduce reads the peers' inputs and
  * results, in three rounds (direct_all_reduce).  The size from which single
  * copy pays depends on the collective and on whether the ranks outnumber
- * the CPUs (cma.c).
+ * the CPUs (cma.c); above it, the all-reduce, all-gather and all-to-all
+ * measure which path is faster (tune.c).
  *
  * Checking.  The first round of every collective publishes (kind, count,
  * type, op, root) and compares it with those of the ranks it waits for, so
@@ -700,6 +701,14 @@ static ncclResult_t single_copy(ncclComm_t c, const n4p_op *o, const n4p_redspec
         return ncclSuccess;
     }
     int choice = n4p_direct_choice(c, o->kind, blk, o->sendbuff, o->recvbuff, sbytes, rbytes);
+    if (n4p_tuned(c, o->kind, choice)) {
+        int path;
+        ncclResult_t rc = n4p_tune_pick(c, o, blk, &path);
+        if (rc != ncclSuccess)
+            return rc;
+        if (path == N4P_PATH_STAGED)
+            choice = N4P_DIRECT_NO;
+    }
     if (choice == N4P_DIRECT_NO) {
         *done = false;
         return ncclSuccess;
@@ -741,9 +750,15 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
             return rc;
     }
     bool done = false;
+    c->tune_at = NULL;
+    const bool timed = o->kind == N4P_K_ALLREDUCE || o->kind == N4P_K_ALLGATHER ||
+                       o->kind == N4P_K_ALLTOALL;
+    const double t0 = timed ? n4p_now() : 0;
     if ((rc = single_copy(c, o, &rs, &done)) != ncclSuccess || done) {
-        if (rc == ncclSuccess)
+        if (rc == ncclSuccess) {
+            n4p_tune_record(c, n4p_now() - t0);
             c->cur_op = NULL;
+        }
         return rc;
     }
     switch (o->kind) {
@@ -783,8 +798,10 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
         rc = n4p_fail(c, ncclInternalError, "unknown operation kind %d", o->kind);
         break;
     }
-    if (rc == ncclSuccess)
+    if (rc == ncclSuccess) {
+        n4p_tune_record(c, n4p_now() - t0);
         c->cur_op = NULL;
+    }
     return rc;
 }
 

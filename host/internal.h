@@ -86,7 +86,7 @@ typedef struct {
 } n4p_desc;
 
 /* n4p_desc.direct */
-enum { N4P_DIRECT_NO = 0, N4P_DIRECT_OK = 1, N4P_DIRECT_VETO = 2 };
+enum { N4P_DIRECT_NO = 0, N4P_DIRECT_OK = 1, N4P_DIRECT_VETO = 2, N4P_DIRECT_VOTE = 3 };
 
 /* Per-rank control block in the segment.  `seq` is written only by its
  * owner and sits on its own cache line. */
@@ -199,6 +199,16 @@ typedef struct n4p_reg {
     bool window;
 } n4p_reg;
 
+/* Measurements of one size class of a tuned collective (tune.c). */
+#define N4P_TUNE_PERIOD 256
+enum { N4P_PATH_STAGED = 0, N4P_PATH_DIRECT = 1 };
+typedef struct {
+    uint32_t calls; /* calls of this class so far */
+    uint8_t pick;   /* N4P_PATH_*: the last vote's choice */
+    bool said;      /* the INFO line on a choice was printed */
+    double best[2]; /* this period's best seconds per call, per path */
+} n4p_tune_class;
+
 struct ncclComm {
     uint64_t magic;
     int rank;
@@ -235,6 +245,9 @@ struct ncclComm {
     char *bounce;       /* single-copy reads of unfavourable alignment (cma.c) */
     bool cma;           /* single-copy reads of every peer work (cma.c) */
     bool said_bounced;  /* the INFO line on a call staged for its alignment was printed */
+    n4p_tune_class tune[3][64]; /* per tuned collective and log2 of bytes (tune.c) */
+    n4p_tune_class *tune_at;    /* the class the running call measures, or NULL */
+    int tune_path;              /* and the path it takes */
     char errmsg[N4P_ERRLEN];
     pthread_mutex_t lock; /* guards regs and ops */
     n4p_reg *regs;
@@ -390,6 +403,12 @@ typedef struct {
     const char *what;
 } n4p_waitfor;
 double n4p_now(void);
+
+/* tune.c */
+bool n4p_tuned(ncclComm_t c, int kind, int choice);
+bool n4p_crowded(ncclComm_t c);
+ncclResult_t n4p_tune_pick(ncclComm_t c, const n4p_op *o, size_t bytes, int *path);
+void n4p_tune_record(ncclComm_t c, double seconds);
 void n4p_notify(ncclComm_t comm);
 void n4p_wake_all(ncclComm_t comm);
 ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w);

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -28,8 +29,9 @@ BLOCKS = [4096, 4100, 32764, 32768, 65532, 65536, 600004]
 
 # NCCL4PY_HOST_SINGLE_COPY=auto's smallest block per collective (host/cma.c),
 # with a CPU per rank and with more ranks than CPUs.
-AUTO_MIN = {"allgather": (8 << 20, None), "alltoall": (128 << 10, 1 << 20),
-            "broadcast": (2 << 20, None)}
+# For all-reduce and broadcast the size is that of the message.
+AUTO_MIN = {"allgather": (128 << 10, None), "alltoall": (128 << 10, 1 << 20),
+            "broadcast": (2 << 20, None), "allreduce": (256 << 10, None)}
 
 
 def auto_cases(nranks=2):
@@ -332,3 +334,56 @@ def test_single_copy_allreduce_matches_staging_bit_for_bit(tmp_path, nranks):
     for rep in reps:
         assert rep["errors"] == [], rep
 
+
+# With NCCL4PY_HOST_SINGLE_COPY=auto and a CPU per rank, the all-reduce,
+# all-gather and all-to-all measure both paths in the first six calls of a
+# size class and vote in the seventh (host/tune.c).  Every call must be
+# right whichever path it takes, and every rank must take the same path:
+# the vote's line (NCCL_DEBUG=INFO) gives the same sums and choice on every
+# rank.
+TUNED = r"""
+os.environ["NCCL4PY_HOST_SINGLE_COPY"] = "auto"
+log = open(os.environ["TEST_LOG"] + str(RANK), "w+")
+os.dup2(log.fileno(), 2)
+c = comm.split(0, RANK)
+errors = []
+m = (1 << 20) // 4
+x = [((np.arange(N * m, dtype=np.int64) * 7 + k * 1000003) % 65521).astype(np.float32)
+     for k in range(N)]
+for i in range(9):
+    r = np.zeros(N * m, np.float32)
+    c.allreduce(x[RANK], r, nc.SUM)
+    errors += [] if np.array_equal(r, sum(x)) else [f"allreduce call {i}"]
+    r = np.zeros(N * m, np.float32)
+    c.allgather(x[RANK][:m], r)
+    errors += [] if np.array_equal(r, np.concatenate([v[:m] for v in x])) else [f"allgather {i}"]
+    r = np.zeros(N * m, np.float32)
+    c.alltoall(x[RANK], r)
+    want = np.concatenate([v[RANK * m:(RANK + 1) * m] for v in x])
+    errors += [] if np.array_equal(r, want) else [f"alltoall {i}"]
+c.destroy()
+log.seek(0)
+votes = [ln.split("host backend: ", 1)[1] for ln in log.read().splitlines()
+         if "best time per call" in ln]
+report(errors=errors, votes=votes)
+"""
+
+
+def test_tuned_collectives_vote_alike_on_every_rank(tmp_path):
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("two ranks need two CPUs to be tuned")
+    reps = run_ranks(tmp_path, TUNED, 2, NCCL_DEBUG="INFO", TEST_LOG=str(tmp_path / "stderr"))
+    assert [rep["errors"] for rep in reps] == [[], []], reps
+    votes = reps[0]["votes"]
+    assert reps[1]["votes"] == votes, reps
+    assert len(votes) == 3, votes
+    for name, size, v in zip(("ncclAllReduce", "ncclAllGather", "ncclAlltoAll"),
+                             ("2097152-4194303", "1048576-2097151", "1048576-2097151"), votes):
+        got = re.fullmatch(name + " of " + size + r" bytes: (staged|single copy) \(best time "
+                           r"per call, summed over the ranks: staged (\d+) us, single copy "
+                           r"(\d+) us; measured again every 256 calls\)", v)
+        assert got, v
+        staged, single = int(got[2]), int(got[3])
+        assert 0 < staged and 0 < single, v
+        if staged != single:  # as printed, in whole microseconds
+            assert got[1] == ("single copy" if single < staged else "staged"), v

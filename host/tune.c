@@ -1,0 +1,121 @@
+/*
+ * tune.c - choosing between staging and single copy by measuring both.
+ *
+ * For some collectives neither path is faster everywhere: on a virtual
+ * machine, staging through the segment moves every slot just written by
+ * one CPU into another CPU's cache, which costs 2-3x more when the host
+ * places the virtual CPUs far apart, and that placement changes from one
+ * launch to the next; a single-copy read costs about the same wherever
+ * the CPUs lie, but more than a fast staged copy (bench/README.md).  So
+ * with NCCL4PY_HOST_SINGLE_COPY=auto, while every rank has a CPU, an
+ * all-reduce, all-gather or all-to-all above the size from which single
+ * copy can pay (cma.c) measures both.
+ *
+ * Per communicator, collective and power-of-two size class (of the
+ * message of an all-reduce, of the block of the others), calls are numbered alike
+ * on every rank (the ranks call the collectives in the same order).  In
+ * every period of N4P_TUNE_PERIOD calls, the first four alternate single
+ * copy and staging, and each rank keeps its best time per path.  The fifth
+ * begins with a vote: a round in which every rank publishes its two best
+ * times in its eager entry and waits for everybody; each rank sums the
+ * times over the ranks and takes the path with the smaller sum, so every
+ * rank takes the same one, for the rest of the period.  Both paths reduce
+ * in rank order, so the results do not depend on the choice.  With
+ * NCCL_DEBUG=INFO a line reports each choice that differs from the
+ * previous one.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define EXPLORE 6 /* calls: three of single copy, then three staged */
+
+/* The tuned collectives' rows of ncclComm.tune, or -1. */
+static int row(int kind)
+{
+    switch (kind) {
+    case N4P_K_ALLREDUCE:
+        return 0;
+    case N4P_K_ALLGATHER:
+        return 1;
+    case N4P_K_ALLTOALL:
+        return 2;
+    default:
+        return -1;
+    }
+}
+
+bool n4p_tuned(ncclComm_t c, int kind, int choice)
+{
+    return row(kind) >= 0 && choice != N4P_DIRECT_NO &&
+           c->env.single_copy == N4P_SWITCH_AUTO && !n4p_crowded(c);
+}
+
+static int size_class(size_t bytes)
+{
+    return bytes > 1 ? 63 - __builtin_clzll((unsigned long long)bytes) : 0;
+}
+
+/* The vote: every rank publishes its best times, waits for the others and
+ * sums them. */
+static ncclResult_t vote(ncclComm_t c, const n4p_op *o, n4p_tune_class *tc, size_t bytes)
+{
+    const uint64_t t = c->epoch;
+    ncclResult_t rc = n4p_round_open(c, o, N4P_REUSE_EAGER, N4P_DIRECT_VOTE);
+    if (rc != ncclSuccess)
+        return rc;
+    memcpy(n4p_eager(c, c->rank, t), tc->best, sizeof tc->best);
+    if ((rc = n4p_round_close(c, true, N4P_ALL)) != ncclSuccess)
+        return rc;
+    double sum[2] = {0, 0};
+    for (int k = 0; k < c->nranks; k++) {
+        double best[2];
+        memcpy(best, n4p_eager(c, k, t), sizeof best);
+        sum[0] += best[0], sum[1] += best[1];
+    }
+    const int pick = sum[1] < sum[0] ? N4P_PATH_DIRECT : N4P_PATH_STAGED;
+    if (!tc->said || pick != tc->pick) {
+        const int lg = size_class(bytes);
+        n4p_log(N4P_LOG_INFO, c, "comm %p rank %d nRanks %d host backend: %s of %llu-%llu "
+                "bytes: %s (best time per call, summed over the ranks: staged %.0f us, "
+                "single copy %.0f us; measured again every %d calls)",
+                (void *)c, c->rank, c->nranks, c->cur_op, 1ull << lg, (2ull << lg) - 1,
+                pick == N4P_PATH_DIRECT ? "single copy" : "staged", sum[0] * 1e6,
+                sum[1] * 1e6, N4P_TUNE_PERIOD);
+    }
+    tc->said = true;
+    tc->pick = (uint8_t)pick;
+    return ncclSuccess;
+}
+
+ncclResult_t n4p_tune_pick(ncclComm_t c, const n4p_op *o, size_t bytes, int *path)
+{
+    n4p_tune_class *tc = &c->tune[row(o->kind)][size_class(bytes)];
+    const uint32_t phase = tc->calls++ % N4P_TUNE_PERIOD;
+    c->tune_at = NULL;
+    if (phase == 0)
+        tc->best[0] = tc->best[1] = INFINITY;
+    if (phase < EXPLORE) {
+        /* the first call after a change of path pays for the change
+         * (caches, and the staged path's pipelining across calls), so it
+         * is not measured */
+        *path = phase < EXPLORE / 2 ? N4P_PATH_DIRECT : N4P_PATH_STAGED;
+        c->tune_at = phase % (EXPLORE / 2) != 0 ? tc : NULL;
+        c->tune_path = *path;
+        return ncclSuccess;
+    }
+    ncclResult_t rc = phase == EXPLORE ? vote(c, o, tc, bytes) : ncclSuccess;
+    *path = tc->pick;
+    return rc;
+}
+
+void n4p_tune_record(ncclComm_t c, double seconds)
+{
+    if (c->tune_at == NULL)
+        return;
+    double *best = &c->tune_at->best[c->tune_path];
+    if (seconds < *best)
+        *best = seconds;
+    c->tune_at = NULL;
+}
