@@ -570,7 +570,7 @@ static ncclResult_t direct_all_reduce(ncclComm_t c, const n4p_op *o, const n4p_r
      * the next round's set: this rank's one is scratch until then */
     char *scratch = SLOT((int)((rd->t + 1) & 1), r);
     const size_t region = c->seg.slot_bytes / npeers(n);
-    const size_t pad = region >= 2 * N4P_PAGE ? N4P_PAGE : 0;
+    const size_t pad = region >= 2 * (size_t)N4P_PAGE ? N4P_PAGE : 0;
     const size_t chunk = (region - pad) / esz;
     size_t lo, hi;
     ncclResult_t rc = ncclSuccess;
