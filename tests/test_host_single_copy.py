@@ -201,13 +201,21 @@ def test_path_choice_is_checked_across_ranks(tmp_path, op, mode, blk, disagree):
 # 4 KiB is at such a distance; blocks of other sizes put the later blocks at
 # other distances.  Calls with both buffers 16 bytes into a page and blocks
 # of whole pages come first and must not be reported.
-MISALIGNED = r'''
-import mmap
-os.environ["NCCL4PY_HOST_SINGLE_COPY"] = "1"
+def logged(mode):
+    """The opening of a rank script that reads its own NCCL_DEBUG lines:
+    stderr goes to a file per rank; `c` is a communicator created with
+    NCCL4PY_HOST_SINGLE_COPY=mode."""
+    return f'''
+os.environ["NCCL4PY_HOST_SINGLE_COPY"] = "{mode}"
 log = open(os.environ["TEST_LOG"] + str(RANK), "w+")
 os.dup2(log.fileno(), 2)
 c = comm.split(0, RANK)
 errors = []
+'''
+
+
+MISALIGNED = logged("1") + r'''
+import mmap
 
 def at(nbytes, offset):
     buf = mmap.mmap(-1, nbytes + offset + 4096)
@@ -341,12 +349,7 @@ def test_single_copy_allreduce_matches_staging_bit_for_bit(tmp_path, nranks):
 # right whichever path it takes, and every rank must take the same path:
 # the vote's line (NCCL_DEBUG=INFO) gives the same sums and choice on every
 # rank.
-TUNED = r"""
-os.environ["NCCL4PY_HOST_SINGLE_COPY"] = "auto"
-log = open(os.environ["TEST_LOG"] + str(RANK), "w+")
-os.dup2(log.fileno(), 2)
-c = comm.split(0, RANK)
-errors = []
+TUNED = logged("auto") + r"""
 m = (1 << 20) // 4
 x = [((np.arange(N * m, dtype=np.int64) * 7 + k * 1000003) % 65521).astype(np.float32)
      for k in range(N)]
