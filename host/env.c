@@ -56,7 +56,8 @@ static const env_var vars[] = {
     {"NCCL4PY_HOST_SINGLE_COPY", SWITCH, 0, N4P_SWITCH_AUTO, N4P_SWITCH_AUTO,
      FIELD(single_copy), NULL,
      "Large collectives copy straight between the ranks' buffers (process_vm_readv): "
-     "0 never, 1 whenever the kernel allows, auto (2) above a size threshold"},
+     "0 never, 1 whenever the kernel allows, auto (2) above a size threshold "
+     "(measuring which is faster for all-reduce, all-gather and all-to-all)"},
 };
 
 static const char *skip_space(const char *s)

@@ -12,14 +12,16 @@
  * copy can pay (cma.c) measures both.
  *
  * Per communicator, collective and power-of-two size class (of the
- * message of an all-reduce, of the block of the others), calls are numbered alike
- * on every rank (the ranks call the collectives in the same order).  In
- * every period of N4P_TUNE_PERIOD calls, the first four alternate single
- * copy and staging, and each rank keeps its best time per path.  The fifth
- * begins with a vote: a round in which every rank publishes its two best
- * times in its eager entry and waits for everybody; each rank sums the
- * times over the ranks and takes the path with the smaller sum, so every
- * rank takes the same one, for the rest of the period.  Both paths reduce
+ * message of an all-reduce, of the block of the others), calls are
+ * numbered alike on every rank (the ranks call the collectives in the same
+ * order).  In every period of N4P_TUNE_PERIOD calls, the first three take
+ * single copy and the next three staging, and each rank keeps its best
+ * time per path over the second and third of each (the first after a
+ * switch pays for it).  The seventh begins with a vote: a round in which
+ * every rank publishes its two best times in its eager entry and waits for
+ * everybody; each rank sums the times over the ranks and takes the path
+ * with the smaller sum, so every rank takes the same one, for the rest of
+ * the period.  Both paths reduce
  * in rank order, so the results do not depend on the choice.  With
  * NCCL_DEBUG=INFO a line reports each choice that differs from the
  * previous one.

@@ -1,7 +1,8 @@
 """The host backend's single-copy path (process_vm_readv) against staging.
 
 NCCL4PY_HOST_SINGLE_COPY=0 forces staging, 1 single copy whenever the kernel
-allows it, auto (the default) single copy above a size threshold.  Every
+allows it, auto (the default) single copy above a size threshold (for
+all-reduce, all-gather and all-to-all: whichever path measures faster).  Every
 collective must give the same, exact results on every path, on 2, 3 and 4
 ranks, at sizes around the thresholds, in place and out of place.  Which
 path a call takes is observable: the ranks compare it like the other
