@@ -377,6 +377,8 @@ ncclResult_t n4p_cma_write(ncclComm_t c, int peer, uint64_t dst, const void *src
 size_t n4p_cma_push_bytes(ncclComm_t c, size_t bytes);
 /* whether the kernel's copy from src to dst is slow (cma.c: bounce buffer) */
 bool n4p_cma_slow(uint64_t dst, uint64_t src);
+/* whether the ranks outnumber the online CPUs */
+bool n4p_crowded(ncclComm_t c);
 
 /* shm.c */
 ncclResult_t n4p_random_id(ncclUniqueId *id);
@@ -406,7 +408,6 @@ double n4p_now(void);
 
 /* tune.c */
 bool n4p_tuned(ncclComm_t c, int kind, int choice);
-bool n4p_crowded(ncclComm_t c);
 ncclResult_t n4p_tune_pick(ncclComm_t c, const n4p_op *o, size_t bytes, int *path);
 void n4p_tune_record(ncclComm_t c, double seconds);
 void n4p_notify(ncclComm_t comm);

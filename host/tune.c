@@ -21,8 +21,8 @@
  * every rank publishes its two best times in its eager entry and waits for
  * everybody; each rank sums the times over the ranks and takes the path
  * with the smaller sum, so every rank takes the same one, for the rest of
- * the period.  Both paths reduce
- * in rank order, so the results do not depend on the choice.  With
+ * the period.  Both paths give the same bits (the all-reduce reduces in
+ * rank order on both), so the results do not depend on the choice.  With
  * NCCL_DEBUG=INFO a line reports each choice that differs from the
  * previous one.
  */
