@@ -195,7 +195,7 @@ int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *se
         ok = !overlap(send, send_bytes, recv, recv_bytes);
         break;
     case N4P_K_ALLREDUCE:
-        /* in place or apart (collectives.c: direct_all_reduce) */
+        /* in place or apart (direct.c: direct_all_reduce) */
         ok = send == recv || !overlap(send, send_bytes, recv, recv_bytes);
         break;
     default:
@@ -213,7 +213,7 @@ int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *se
  * within a page, and from there through n4p_copy, whose speed does not
  * depend on alignment: a second copy, but of data in the cache.  An
  * all-gather, gather or all-to-all with such a read stages instead
- * (collectives.c). */
+ * (direct.c). */
 #define BOUNCE_BYTES (256u << 10)
 #define PAGE_MASK_4K 4095u
 

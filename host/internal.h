@@ -406,6 +406,11 @@ typedef struct {
 } n4p_waitfor;
 double n4p_now(void);
 
+/* direct.c: the single-copy form of the call when it has one and it
+ * applies (*done), else nothing */
+ncclResult_t n4p_single_copy(ncclComm_t c, const n4p_op *o, const n4p_redspec *rs,
+                             bool *done);
+
 /* tune.c */
 bool n4p_tuned(ncclComm_t c, int kind, int choice);
 ncclResult_t n4p_tune_pick(ncclComm_t c, const n4p_op *o, size_t bytes, int *path);
