@@ -445,13 +445,10 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
             return rc;
     }
     bool done = false;
-    c->tune_at = NULL;
-    const bool timed = o->kind == N4P_K_ALLREDUCE || o->kind == N4P_K_ALLGATHER ||
-                       o->kind == N4P_K_ALLTOALL;
-    const double t0 = timed ? n4p_now() : 0;
+    c->tune_at = NULL; /* n4p_tune_pick sets it when this call is measured */
     if ((rc = n4p_single_copy(c, o, &rs, &done)) != ncclSuccess || done) {
         if (rc == ncclSuccess) {
-            n4p_tune_record(c, n4p_now() - t0);
+            n4p_tune_record(c);
             c->cur_op = NULL;
         }
         return rc;
@@ -494,7 +491,7 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
         break;
     }
     if (rc == ncclSuccess) {
-        n4p_tune_record(c, n4p_now() - t0);
+        n4p_tune_record(c);
         c->cur_op = NULL;
     }
     return rc;

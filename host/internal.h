@@ -248,6 +248,7 @@ struct ncclComm {
     n4p_tune_class tune[3][64]; /* per tuned collective and log2 of bytes (tune.c) */
     n4p_tune_class *tune_at;    /* the class the running call measures, or NULL */
     int tune_path;              /* and the path it takes */
+    double tune_start;          /* and when it chose it (n4p_now) */
     char errmsg[N4P_ERRLEN];
     pthread_mutex_t lock; /* guards regs and ops */
     n4p_reg *regs;
@@ -414,7 +415,8 @@ ncclResult_t n4p_single_copy(ncclComm_t c, const n4p_op *o, const n4p_redspec *r
 /* tune.c */
 bool n4p_tuned(ncclComm_t c, int kind, int choice);
 ncclResult_t n4p_tune_pick(ncclComm_t c, const n4p_op *o, size_t bytes, int *path);
-void n4p_tune_record(ncclComm_t c, double seconds);
+/* after a call that succeeded: its time, if it is measured */
+void n4p_tune_record(ncclComm_t c);
 void n4p_notify(ncclComm_t comm);
 void n4p_wake_all(ncclComm_t comm);
 ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w);

@@ -105,6 +105,7 @@ ncclResult_t n4p_tune_pick(ncclComm_t c, const n4p_op *o, size_t bytes, int *pat
         *path = phase < EXPLORE / 2 ? N4P_PATH_DIRECT : N4P_PATH_STAGED;
         c->tune_at = phase % (EXPLORE / 2) != 0 ? tc : NULL;
         c->tune_path = *path;
+        c->tune_start = c->tune_at != NULL ? n4p_now() : 0;
         return ncclSuccess;
     }
     ncclResult_t rc = phase == EXPLORE ? vote(c, o, tc, bytes) : ncclSuccess;
@@ -112,10 +113,11 @@ ncclResult_t n4p_tune_pick(ncclComm_t c, const n4p_op *o, size_t bytes, int *pat
     return rc;
 }
 
-void n4p_tune_record(ncclComm_t c, double seconds)
+void n4p_tune_record(ncclComm_t c)
 {
     if (c->tune_at == NULL)
         return;
+    const double seconds = n4p_now() - c->tune_start;
     double *best = &c->tune_at->best[c->tune_path];
     if (seconds < *best)
         *best = seconds;
