@@ -2,7 +2,8 @@
 """The host backend against its peers on one machine: MPICH, Open MPI and gloo.
 
     python bench/host_vs_mpi.py [--ranks 2 4] [--sizes 8,64,...] [--peers mpich openmpi gloo]
-                                [--rounds R] [--no-install] [--plot PNG] [--json FILE]
+                                [--rounds R] [--layout page|heap] [--no-install]
+                                [--plot PNG] [--json FILE]
 
 Runs allreduce, allgather, reduce_scatter, broadcast and alltoall on float32
 NumPy arrays (torch tensors for gloo), for each rank count and size, through
@@ -21,6 +22,17 @@ model's, and the ratios peer time / our time (above 1: we are faster).
 Sizes follow nccl-tests: allreduce and broadcast move ``size`` bytes; for
 allgather it is the gathered (received) size, for reduce_scatter and alltoall
 the size sent by each rank.  Broadcast is in place (MPI's ``Bcast`` is).
+
+Where the arrays lie.  By default (``--layout page``) every rank of every
+implementation puts each send and receive array at the start of a page, so
+that all of them copy between the same addresses modulo 4 KiB.  With
+``--layout heap`` each process takes what NumPy's allocator gives it, which
+depends on the process's earlier allocations: the ranks of one launch of the
+host backend then tend to get identical offsets, MPI's ranks different ones.
+That matters because a copy whose destination lies a few bytes after its
+source modulo 4 KiB runs several times slower on some CPUs, in the kernel's
+process_vm_readv as in MPI's (the host backend avoids such reads, MPI does
+not); the heap layout measures that lottery as much as the libraries.
 
 The memcpy model: the bytes each rank copies in the host backend's algorithm
 for a large message, ``W`` (a reduction of ``k`` inputs into one output counts
@@ -86,6 +98,8 @@ NCCL_BENCH_NAME = {"allreduce": "all_reduce", "allgather": "all_gather",
 DEFAULT_SIZES = "8,64,512,4K,32K,256K,1M,4M,16M,64M"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nccl4py-bench"
 PEERS = ("mpich", "openmpi", "gloo")
+LAYOUTS = ("page", "heap")
+PAGE = 4096
 LAUNCH_TIMEOUT = 1800
 
 
@@ -123,7 +137,20 @@ def counts(op: str, nbytes: int, n: int) -> tuple[int, int]:
     return c, c
 
 
-def rank_main(impl: str, ops: list[str], sizes_: list[int]) -> None:
+def placed(a, layout: str):
+    """`a`, or with layout "page" a copy of it that starts at a page boundary."""
+    import numpy as np
+
+    if layout == "heap":
+        return a
+    raw = np.empty(a.nbytes + PAGE, np.uint8)
+    at = -raw.ctypes.data % PAGE
+    out = raw[at:at + a.nbytes].view(a.dtype)
+    out[:] = a
+    return out
+
+
+def rank_main(impl: str, ops: list[str], sizes_: list[int], layout: str) -> None:
     import numpy as np
 
     if impl == "gloo":
@@ -206,7 +233,8 @@ def rank_main(impl: str, ops: list[str], sizes_: list[int]) -> None:
                 send_np = (rank * n + np.repeat(np.arange(n), ns // n) + 1).astype(np.float32)
             else:
                 send_np = np.full(ns, rank + 1, np.float32)
-            recv_np = np.zeros(nr, np.float32)
+            send_np = placed(send_np, layout)
+            recv_np = placed(np.zeros(nr, np.float32), layout)
             if op == "broadcast":
                 recv_np[:] = 7 if rank == 0 else 0
             send, recv = make(send_np), make(recv_np)
@@ -377,10 +405,11 @@ def mpi_env(peer: str, install: bool) -> tuple[Path, Path]:
     return py, mpiexec
 
 
-def launch(impl: str, n: int, ops: list[str], sz: str, env: dict, peers: dict) -> dict:
+def launch(impl: str, n: int, ops: list[str], sz: str, layout: str, env: dict,
+           peers: dict) -> dict:
     me = str(Path(__file__).resolve())
     side = ["--rank-side", "gloo" if impl == "gloo" else "mpi" if impl in peers else "nccl",
-            "--ops", ",".join(ops), "--sizes", sz]
+            "--ops", ",".join(ops), "--sizes", sz, "--layout", layout]
     if impl == "ours":
         return run_launch([sys.executable, "-m", "nccl.run", "-n", str(n), "--backend", "host",
                            me, *side], env)
@@ -424,6 +453,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1,
                     help="run every implementation this many times, taking turns, and keep each "
                          "row's best time (drift in the machine's load then hits all alike)")
+    ap.add_argument("--layout", choices=LAYOUTS, default="page",
+                    help="page: every array starts at a page boundary, in every implementation "
+                         "alike (default); heap: wherever NumPy's allocator puts it")
     ap.add_argument("--plot", metavar="PNG", help="draw time and ratio against size (matplotlib)")
     ap.add_argument("--json", metavar="FILE", help="write every measurement as JSON")
     ap.add_argument("--memcpy-bytes", default="64M", help=argparse.SUPPRESS)
@@ -431,7 +463,7 @@ def main() -> int:
     ns = ap.parse_args()
     ops = [o for o in ns.ops.split(",") if o]
     if ns.rank_side:
-        rank_main(ns.rank_side, ops, [int(s) for s in ns.sizes.split(",")])
+        rank_main(ns.rank_side, ops, [int(s) for s in ns.sizes.split(",")], ns.layout)
         return 0
     bad = [o for o in ops if o not in OPS]
     if bad:
@@ -474,7 +506,7 @@ def main() -> int:
             turn = impls[rnd % len(impls):] + impls[:rnd % len(impls)]
             for impl in turn:
                 try:
-                    merge_best(data[n], impl, launch(impl, n, ops, sz, env, peers))
+                    merge_best(data[n], impl, launch(impl, n, ops, sz, ns.layout, env, peers))
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     print(f"# {impl} with {n} ranks failed: {str(e)[:2000]}")
     bw_after = {p: memcpy_bandwidth(p, mb) for p in streams}
@@ -482,7 +514,8 @@ def main() -> int:
 
     load = os.getloadavg()
     print(f"# host backend vs {', '.join(i for i in impls if i != 'ours') or 'nothing'}; float32; "
-          f"{cpus} CPUs; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end")
+          f"{cpus} CPUs; {ns.layout} layout; "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end")
     for p in streams:
         print(f"# memcpy {size_text(mb)}B, {p} stream{'s' if p > 1 else ''} at once: "
               f"{bw_before[p]:.2f} GB/s per stream before, {bw_after[p]:.2f} after")
@@ -531,7 +564,8 @@ def main() -> int:
               f"{sum(1 for r in rows if r['time'].get(p))}"
               + "".join(f"\n#   {r['op']} n={r['n']} {r['bytes']} B: "
                         f"{r['time'][p] / r['time']['ours']:.2f}x" for r in below))
-    doc = {"cpus": cpus, "load": load, "memcpy_before": bw_before, "memcpy_after": bw_after,
+    doc = {"cpus": cpus, "layout": ns.layout, "load": load,
+           "memcpy_before": bw_before, "memcpy_after": bw_after,
            "skipped": skipped, "rows": rows, "raw": {n: data[n] for n in data}}
     if ns.json:
         Path(ns.json).write_text(json.dumps(doc, indent=1))

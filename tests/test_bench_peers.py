@@ -35,15 +35,34 @@ def test_host_alone(tmp_path):
     assert got[("allgather", 3, 4096)] == 4092 and got[("alltoall", 3, 8)] == 12
     assert got[("allreduce", 2, 1 << 20)] == 1 << 20
     assert "memcpy 4MB, 2 streams at once" in p.stdout
+    assert doc["layout"] == "page" and "page layout" in p.stdout
     assert "1048576" in p.stdout and "%" in p.stdout  # the model column of a 1 MiB row
 
 
-def test_rounds_keep_the_best_time_and_every_wrong_result():
+def bench_module():
     sys.path.insert(0, str(SCRIPT.parent))
     try:
         import host_vs_mpi
     finally:
         sys.path.pop(0)
+    return host_vs_mpi
+
+
+def test_page_layout_starts_every_array_at_a_page():
+    import numpy as np
+
+    placed = bench_module().placed
+    for n in (1, 3, 1000, 1 << 18):
+        a = np.arange(n, dtype=np.float32) + 1
+        got = placed(a, "page")
+        assert got.ctypes.data % 4096 == 0, n
+        assert got.dtype == a.dtype and got.shape == a.shape and np.array_equal(got, a)
+        assert not np.shares_memory(got, a)
+        assert placed(a, "heap") is a
+
+
+def test_rounds_keep_the_best_time_and_every_wrong_result():
+    host_vs_mpi = bench_module()
 
     def run(*rows):
         return {"results": [{"op": "allreduce", "size": s, "time": t, "ok": ok}
