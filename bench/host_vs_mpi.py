@@ -17,7 +17,10 @@ NumPy arrays (torch tensors for gloo), for each rank count and size, through
 
 one after the other in one invocation, and prints per size the time of each
 (median of 5 timed blocks after a warm-up), our bus bandwidth, the memcpy
-model's, and the ratios peer time / our time (above 1: we are faster).
+model's, and the ratios peer time / our time (above 1: we are faster).  With
+``--rounds R`` every implementation runs R times, taking turns, and each row
+keeps its best time; the rows where a peer is faster are listed at the end
+with the range of both implementations' times over the rounds, the row's noise.
 
 Sizes follow nccl-tests: allreduce and broadcast move ``size`` bytes; for
 allgather it is the gathered (received) size, for reduce_scatter and alltoall
@@ -421,25 +424,35 @@ def launch(impl: str, n: int, ops: list[str], sz: str, layout: str, env: dict,
 
 
 def merge_best(into: dict, impl: str, got: dict) -> None:
-    """Keep, per (op, size), the fastest of the runs of one implementation; a
-    wrong result in any run stays visible."""
+    """Keep, per (op, size), the fastest of the runs of one implementation
+    and every run's time ("rounds"); a wrong result in any run stays
+    visible."""
     if impl not in into:
-        into[impl] = got
+        into[impl] = {**got, "results": [{**r, "rounds": [r["time"]]} for r in got["results"]]}
         return
     have = into[impl]
     best = {(r["op"], r["size"]): r for r in have["results"]}
     for r in got["results"]:
         old = best.get((r["op"], r["size"]))
+        rounds = (old["rounds"] if old else []) + [r["time"]]
         if old is None or (r["time"] < old["time"] and old["ok"]):
-            best[(r["op"], r["size"])] = {**r, "ok": r["ok"] and (old is None or old["ok"])}
-        elif not r["ok"]:
-            old["ok"] = False
+            best[(r["op"], r["size"])] = {**r, "ok": r["ok"] and (old is None or old["ok"]),
+                                          "rounds": rounds}
+        else:
+            old["rounds"] = rounds
+            old["ok"] = old["ok"] and r["ok"]
     have["results"] = list(best.values())
     have["all_ranks_ok"] = have.get("all_ranks_ok", True) and got.get("all_ranks_ok", True)
 
 
 def fmt_us(t: float | None) -> str:
     return "-" if t is None else f"{t * 1e6:.1f}" if t < 1 else f"{t * 1e6:.0f}"
+
+
+def spread(times: list[float]) -> str:
+    """The fastest and slowest of the rounds' times, in microseconds."""
+    lo, hi = fmt_us(min(times)), fmt_us(max(times))
+    return f"{lo} us" if lo == hi else f"{lo}-{hi} us"
 
 
 def main() -> int:
@@ -537,7 +550,8 @@ def main() -> int:
                 if ours is None:
                     continue
                 t, nbytes = ours["time"], ours["bytes"]
-                row = {"op": op, "n": n, "size": size, "bytes": nbytes, "time": {"ours": t}}
+                row = {"op": op, "n": n, "size": size, "bytes": nbytes, "time": {"ours": t},
+                       "rounds": {"ours": ours["rounds"]}}
                 tm = model_time(op, n, nbytes, bw, cpus)
                 busbw = nbytes / t * factor / 1e9
                 mbusbw = nbytes / tm * factor / 1e9
@@ -547,6 +561,7 @@ def main() -> int:
                 for p in peer_cols:
                     r = res.get(p, {}).get((op, size))
                     row["time"][p] = r["time"] if r else None
+                    row["rounds"][p] = r["rounds"] if r else []
                     if r:
                         ok = ok and r["ok"] and all_ok.get(p, True)
                     cells.append(f"{r['time'] / t:>13.2f}x" if r else f"{'-':>14}")
@@ -563,7 +578,9 @@ def main() -> int:
         print(f"# rows where {p} is faster: {len(below)} of "
               f"{sum(1 for r in rows if r['time'].get(p))}"
               + "".join(f"\n#   {r['op']} n={r['n']} {r['bytes']} B: "
-                        f"{r['time'][p] / r['time']['ours']:.2f}x" for r in below))
+                        f"{r['time'][p] / r['time']['ours']:.2f}x (rounds: ours "
+                        f"{spread(r['rounds']['ours'])}, {p} {spread(r['rounds'][p])})"
+                        for r in below))
     doc = {"cpus": cpus, "layout": ns.layout, "load": load,
            "memcpy_before": bw_before, "memcpy_after": bw_after,
            "skipped": skipped, "rows": rows, "raw": {n: data[n] for n in data}}

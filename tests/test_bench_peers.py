@@ -74,3 +74,10 @@ def test_rounds_keep_the_best_time_and_every_wrong_result():
     got = {r["size"]: (r["time"], r["ok"]) for r in data["ours"]["results"]}
     assert got[8] == (1.5, True)
     assert got[64][1] is False  # a wrong result in any round is reported
+    rounds = {r["size"]: r["rounds"] for r in data["ours"]["results"]}
+    assert rounds == {8: [2.0, 1.5], 64: [1.0, 0.5]}  # every round's time, for the noise
+    host_vs_mpi.merge_best(data, "ours", run((8, 3.0, True), (64, 0.2, True)))
+    got = {r["size"]: (r["time"], r["ok"], r["rounds"]) for r in data["ours"]["results"]}
+    assert got[8] == (1.5, True, [2.0, 1.5, 3.0])
+    assert got[64] == (0.5, False, [1.0, 0.5, 0.2])  # a wrong round's time is not a best
+    assert host_vs_mpi.spread([2e-6, 1e-6, 3e-6]) == "1.0-3.0 us"
