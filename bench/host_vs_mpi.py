@@ -16,8 +16,9 @@ NumPy arrays (torch tensors for gloo), for each rank count and size, through
 - torch.distributed with the gloo backend, when torch is importable,
 
 one after the other in one invocation, and prints per size the time of each
-(median of 5 timed blocks after a warm-up), our bus bandwidth, the memcpy
-model's, and the ratios peer time / our time (above 1: we are faster).  With
+(median of 5 timed blocks after at least 8 untimed calls), our bus
+bandwidth, the memcpy model's, and the ratios peer time / our time (above 1:
+we are faster).  With
 ``--rounds R`` every implementation runs R times, taking turns, and each row
 keeps its best time; the rows where a peer is faster are listed at the end
 with the range of both implementations' times over the rounds, the row's noise.
@@ -122,6 +123,11 @@ def size_text(b: int) -> str:
 # ------------------------------------------------------------------ rank side
 
 REPEATS = 5
+# Untimed calls of every size first, at least this many: one-time costs stay
+# out of the timing (first touches of the arrays, MPI's set-up of a
+# transfer, and the host backend's measurement of its two paths, host/tune.c,
+# which takes the first seven calls of a size and then every 256th).
+WARMUP = 8
 
 
 def iterations(nbytes: int) -> int:
@@ -242,7 +248,7 @@ def rank_main(impl: str, ops: list[str], sizes_: list[int], layout: str) -> None
                 recv_np[:] = 7 if rank == 0 else 0
             send, recv = make(send_np), make(recv_np)
             iters = iterations(nbytes)
-            for _ in range(max(2, iters // 10)):
+            for _ in range(max(WARMUP, iters // 10)):
                 fn(send, recv)
             blocks = []
             for _ in range(REPEATS):  # median of several timed blocks: the machine is shared
