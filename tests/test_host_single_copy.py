@@ -192,16 +192,6 @@ def test_path_choice_is_checked_across_ranks(tmp_path, op, mode, blk, disagree):
             assert rep["error"] is None and rep["ok"], rep
 
 
-# Buffers at chosen offsets within their pages.  A single-copy read whose
-# destination lies 1 to 63 bytes after its source modulo 4 KiB would be slow
-# (host/cma.c): a broadcast's reads and writes then go through a bounce
-# buffer, in pieces of 256 KiB, and an all-gather or all-to-all with any
-# such read stages instead, which NCCL_DEBUG=INFO reports once per
-# communicator.  Every rank's receive buffers start 16 bytes into a page
-# and its send buffers at a page, so every read of a block at a multiple of
-# 4 KiB is at such a distance; blocks of other sizes put the later blocks at
-# other distances.  Calls with both buffers 16 bytes into a page and blocks
-# of whole pages come first and must not be reported.
 def logged(mode):
     """The opening of a rank script that reads its own NCCL_DEBUG lines:
     stderr goes to a file per rank; `c` is a communicator created with
@@ -215,13 +205,30 @@ errors = []
 '''
 
 
-MISALIGNED = logged("1") + r'''
+# Rank scripts' arrays at a chosen offset within a page.
+PLACED = r'''
 import mmap
+keep = []
 
-def at(nbytes, offset):
+def at(nbytes, offset, dtype):
+    """nbytes of fresh memory starting `offset` bytes into a page, as dtype"""
     buf = mmap.mmap(-1, nbytes + offset + 4096)
     keep.append(buf)
-    return np.frombuffer(buf, np.uint8)[offset:offset + nbytes].view(np.float32)
+    return np.frombuffer(buf, np.uint8)[offset:offset + nbytes].view(dtype)
+'''
+
+
+# Buffers at chosen offsets within their pages.  A single-copy read whose
+# destination lies 1 to 63 bytes after its source modulo 4 KiB would be slow
+# (host/cma.c): a broadcast's reads and writes then go through a bounce
+# buffer, in pieces of 256 KiB, and an all-gather or all-to-all with any
+# such read stages instead, which NCCL_DEBUG=INFO reports once per
+# communicator.  Every rank's receive buffers start 16 bytes into a page
+# and its send buffers at a page, so every read of a block at a multiple of
+# 4 KiB is at such a distance; blocks of other sizes put the later blocks at
+# other distances.  Calls with both buffers 16 bytes into a page and blocks
+# of whole pages come first and must not be reported.
+MISALIGNED = logged("1") + PLACED + r'''
 
 def check(name, got, want):
     if not np.array_equal(got, want):
@@ -232,22 +239,21 @@ def said():
     log.seek(0)
     return [ln for ln in log.read().splitlines() if "staged, not single-copy" in ln]
 
-keep = []
 for send_at, blocks in ((16, (8192, 262144, 1048576 + 4096)),
                         (0, (8192, 65540, 262144, 300004, 1048576 + 4096))):
     for blk in blocks:
         m = blk // 4
         x = [((np.arange(N * m, dtype=np.int64) * 7 + k * 1000003) % 65521).astype(np.float32)
              for k in range(N)]
-        send = at(N * blk, send_at)
+        send = at(N * blk, send_at, np.float32)
         send[:] = x[RANK]
-        r = at(N * blk, 16)
+        r = at(N * blk, 16, np.float32)
         c.allgather(send[:m], r)
         check(f"{blk}B allgather", r, np.concatenate([v[:m] for v in x]))
-        r = at(N * blk, 16)
+        r = at(N * blk, 16, np.float32)
         c.alltoall(send, r)
         check(f"{blk}B alltoall", r, np.concatenate([v[RANK * m:(RANK + 1) * m] for v in x]))
-        r = at(blk, 16)
+        r = at(blk, 16, np.float32)
         c.broadcast(send[:m], r, 0)
         check(f"{blk}B broadcast", r, x[0][:m])
     if send_at == 16:
@@ -274,16 +280,9 @@ def test_single_copy_at_unfavourable_alignments(tmp_path, nranks):
 # the rank count, a slot so small that the shares go in many chunks, and
 # receive buffers at a different offset within a page on every rank, so
 # that reading the peers' results lands at distances of 16-48 bytes.
-ALLREDUCE = r"""
-import mmap
+ALLREDUCE = PLACED + r"""
 errors = []
 ops = {"sum": nc.SUM, "prod": nc.PROD, "max": nc.MAX, "min": nc.MIN, "avg": nc.AVG}
-keep = []
-
-def at(nbytes, offset):
-    buf = mmap.mmap(-1, nbytes + offset + 4096)
-    keep.append(buf)
-    return np.frombuffer(buf, np.uint8)[offset:offset + nbytes]
 
 def inputs(dtype, count, k):
     g = np.random.default_rng(1000 * k + count)
@@ -293,7 +292,7 @@ def inputs(dtype, count, k):
 
 def call(c, dtype, count, op, inplace, offset):
     x = inputs(dtype, count, RANK)
-    r = at(x.nbytes, offset).view(dtype)
+    r = at(x.nbytes, offset, dtype)
     if inplace:
         r[:] = x
         c.allreduce(r, r, ops[op])
