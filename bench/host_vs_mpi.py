@@ -18,10 +18,10 @@ NumPy arrays (torch tensors for gloo), for each rank count and size, through
 one after the other in one invocation, and prints per size the time of each
 (median of 5 timed blocks after at least 8 untimed calls), our bus
 bandwidth, the memcpy model's, and the ratios peer time / our time (above 1:
-we are faster).  With
-``--rounds R`` every implementation runs R times, taking turns, and each row
-keeps its best time; the rows where a peer is faster are listed at the end
-with the range of both implementations' times over the rounds, the row's noise.
+we are faster).  With ``--rounds R`` every implementation runs R times,
+taking turns, and each row keeps its best time; the rows where a peer is
+faster are listed at the end with the range of both implementations' times
+over the rounds, the row's noise.
 
 Sizes follow nccl-tests: allreduce and broadcast move ``size`` bytes; for
 allgather it is the gathered (received) size, for reduce_scatter and alltoall
