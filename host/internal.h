@@ -245,7 +245,7 @@ struct ncclComm {
     char *bounce;       /* single-copy reads of unfavourable alignment (cma.c) */
     bool cma;           /* single-copy reads of every peer work (cma.c) */
     bool said_bounced;  /* the INFO line on a call staged for its alignment was printed */
-    n4p_tune_class tune[3][64]; /* per tuned collective and log2 of bytes (tune.c) */
+    n4p_tune_class tune[4][64]; /* per tuned collective and log2 of bytes (tune.c) */
     n4p_tune_class *tune_at;    /* the class the running call measures, or NULL */
     int tune_path;              /* and the path it takes */
     double tune_start;          /* and when it chose it (n4p_now) */

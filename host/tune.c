@@ -1,15 +1,20 @@
 /*
  * tune.c - choosing between staging and single copy by measuring both.
  *
- * For some collectives neither path is faster everywhere: on a virtual
- * machine, staging through the segment moves every slot just written by
- * one CPU into another CPU's cache, which costs 2-3x more when the host
- * places the virtual CPUs far apart, and that placement changes from one
- * launch to the next; a single-copy read costs about the same wherever
- * the CPUs lie, but more than a fast staged copy (bench/README.md).  So
+ * For some collectives neither path is faster everywhere, and which one
+ * wins depends on the machine more than on anything the backend can read
+ * off it.  On a virtual machine, staging through the segment moves every
+ * slot just written by one CPU into another CPU's cache, which costs 2-3x
+ * more when the host places the virtual CPUs far apart, and that placement
+ * changes from one launch to the next; a single-copy read costs about the
+ * same wherever the CPUs lie.  On some CPUs (AMD Zen 3 in bench/README.md)
+ * a process_vm_readv moves little more than 10 GB/s and single copy pays
+ * only from hundreds of KiB; on others (an Intel Xeon there) its system
+ * call and page pinning cost less than the staged path's second copy
+ * already at 8 KiB (a 2-rank broadcast of 32 KiB: 2.0 us against 4.7).  So
  * with NCCL4PY_HOST_SINGLE_COPY=auto, while every rank has a CPU, an
- * all-reduce, all-gather or all-to-all above the size from which single
- * copy can pay (cma.c) measures both.
+ * all-reduce, all-gather, all-to-all or broadcast above the size from which
+ * single copy can pay (cma.c) measures both.
  *
  * Per communicator, collective and power-of-two size class (of the
  * message of an all-reduce, of the block of the others), calls are
@@ -19,9 +24,9 @@
  * time per path over the second and third of each (the first after a
  * switch pays for it).  The seventh begins with a vote: a round in which
  * every rank publishes its two best times in its eager entry and waits for
- * everybody; each rank sums the times over the ranks and takes the path
- * with the smaller sum, so every rank takes the same one, for the rest of
- * the period.  Both paths give the same bits (the all-reduce reduces in
+ * everybody; each rank sums the times over the ranks (for a broadcast:
+ * takes the slowest rank's) and takes the path with the smaller sum, so
+ * every rank takes the same one, for the rest of the period.  Both paths give the same bits (the all-reduce reduces in
  * rank order on both), so the results do not depend on the choice.  With
  * NCCL_DEBUG=INFO a line reports each choice that differs from the
  * previous one.
@@ -43,6 +48,8 @@ static int row(int kind)
         return 1;
     case N4P_K_ALLTOALL:
         return 2;
+    case N4P_K_BROADCAST:
+        return 3;
     default:
         return -1;
     }
@@ -60,7 +67,7 @@ static int size_class(size_t bytes)
 }
 
 /* The vote: every rank publishes its best times, waits for the others and
- * sums them. */
+ * sums them (a broadcast: takes their maximum). */
 static ncclResult_t vote(ncclComm_t c, const n4p_op *o, n4p_tune_class *tc, size_t bytes)
 {
     const uint64_t t = c->epoch;
@@ -70,20 +77,25 @@ static ncclResult_t vote(ncclComm_t c, const n4p_op *o, n4p_tune_class *tc, size
     memcpy(n4p_eager(c, c->rank, t), tc->best, sizeof tc->best);
     if ((rc = n4p_round_close(c, true, N4P_ALL)) != ncclSuccess)
         return rc;
+    /* A staged broadcast's root does not wait for the receivers, so its
+     * time leaves out their copies: there the slowest rank counts. */
+    const bool slowest = o->kind == N4P_K_BROADCAST;
     double sum[2] = {0, 0};
     for (int k = 0; k < c->nranks; k++) {
         double best[2];
         memcpy(best, n4p_eager(c, k, t), sizeof best);
-        sum[0] += best[0], sum[1] += best[1];
+        for (int p = 0; p < 2; p++)
+            sum[p] = slowest ? fmax(sum[p], best[p]) : sum[p] + best[p];
     }
     const int pick = sum[1] < sum[0] ? N4P_PATH_DIRECT : N4P_PATH_STAGED;
     if (!tc->said || pick != tc->pick) {
         const int lg = size_class(bytes);
         n4p_log(N4P_LOG_INFO, c, "comm %p rank %d nRanks %d host backend: %s of %llu-%llu "
-                "bytes: %s (best time per call, summed over the ranks: staged %.0f us, "
+                "bytes: %s (best time per call, %s: staged %.0f us, "
                 "single copy %.0f us; measured again every %d calls)",
                 (void *)c, c->rank, c->nranks, c->cur_op, 1ull << lg, (2ull << lg) - 1,
-                pick == N4P_PATH_DIRECT ? "single copy" : "staged", sum[0] * 1e6,
+                pick == N4P_PATH_DIRECT ? "single copy" : "staged",
+                slowest ? "of the slowest rank" : "summed over the ranks", sum[0] * 1e6,
                 sum[1] * 1e6, N4P_TUNE_PERIOD);
     }
     tc->said = true;

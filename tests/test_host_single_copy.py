@@ -344,7 +344,7 @@ def test_single_copy_allreduce_matches_staging_bit_for_bit(tmp_path, nranks):
 
 
 # With NCCL4PY_HOST_SINGLE_COPY=auto and a CPU per rank, the all-reduce,
-# all-gather and all-to-all measure both paths in the first six calls of a
+# all-gather, all-to-all and broadcast measure both paths in the first six calls of a
 # size class and vote in the seventh (host/tune.c).  Every call must be
 # right whichever path it takes, and every rank must take the same path:
 # the vote's line (NCCL_DEBUG=INFO) gives the same sums and choice on every
@@ -364,6 +364,9 @@ for i in range(9):
     c.alltoall(x[RANK], r)
     want = np.concatenate([v[RANK * m:(RANK + 1) * m] for v in x])
     errors += [] if np.array_equal(r, want) else [f"alltoall {i}"]
+    r = np.zeros(m, np.float32)
+    c.broadcast(x[RANK][:m], r, 1)
+    errors += [] if np.array_equal(r, x[1][:m]) else [f"broadcast {i}"]
 c.destroy()
 log.seek(0)
 votes = [ln.split("host backend: ", 1)[1] for ln in log.read().splitlines()
@@ -379,11 +382,14 @@ def test_tuned_collectives_vote_alike_on_every_rank(tmp_path):
     assert [rep["errors"] for rep in reps] == [[], []], reps
     votes = reps[0]["votes"]
     assert reps[1]["votes"] == votes, reps
-    assert len(votes) == 3, votes
-    for name, size, v in zip(("ncclAllReduce", "ncclAllGather", "ncclAlltoAll"),
-                             ("2097152-4194303", "1048576-2097151", "1048576-2097151"), votes):
+    assert len(votes) == 4, votes
+    for name, size, v in zip(("ncclAllReduce", "ncclAllGather", "ncclAlltoAll", "ncclBroadcast"),
+                             ("2097152-4194303", "1048576-2097151", "1048576-2097151",
+                              "1048576-2097151"), votes):
+        # a broadcast's staged root waits for nobody: the slowest rank counts
+        how = "of the slowest rank" if name == "ncclBroadcast" else "summed over the ranks"
         got = re.fullmatch(name + " of " + size + r" bytes: (staged|single copy) \(best time "
-                           r"per call, summed over the ranks: staged (\d+) us, single copy "
+                           r"per call, " + how + r": staged (\d+) us, single copy "
                            r"(\d+) us; measured again every 256 calls\)", v)
         assert got, v
         staged, single = int(got[2]), int(got[3])
