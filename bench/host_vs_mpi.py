@@ -328,10 +328,10 @@ def single_copy(op: str, n: int, nbytes: int, cpus: int) -> bool:
     if mode == "1":
         return True
     crowded = n > cpus
-    least = {"allreduce": None if crowded else 256 << 10,
-             "allgather": None if crowded else 128 << 10,
-             "alltoall": (1 << 20) if crowded else 128 << 10,
-             "broadcast": None if crowded else 2 << 20}[op]
+    least = {"allreduce": None if crowded else 16 << 10,
+             "allgather": None if crowded else 4097,
+             "alltoall": (64 << 10) if crowded else 4097,
+             "broadcast": None if crowded else 4097}[op]
     return least is not None and block >= least
 
 

@@ -65,44 +65,52 @@ bool n4p_crowded(ncclComm_t c)
 /* With NCCL4PY_HOST_SINGLE_COPY=auto, the smallest block a rank reads from
  * one peer (for an all-reduce and a broadcast: the message) from which
  * single copy is tried (bench/host_vs_mpi.py, and the same calls
- * alternating between the two paths, on a shared 2-CPU machine).
+ * alternating between the two paths, on shared 2-CPU machines).
  *
- * A process_vm_readv copy costs more CPU time than a memcpy (the kernel
- * pins and copies page by page: about 10 GB/s at best, less while both
- * ranks read each other), and single copy needs a second synchronisation
- * per call, where staging lets ranks run ahead.  But staging moves every
- * slot, freshly written by one CPU, into another CPU's cache, which on a
- * virtual machine is fast or 2-3x slower from one launch to the next (the
- * host places the virtual CPUs), while a single-copy read does not depend
- * on it.  Two ranks, both paths alternating in one launch, four launches:
- * all-to-all of 128 KiB blocks 16-44 us staged against 21-26 single copy,
- * 512 KiB 61-170 against 73-88, 2 MiB 512-758 against 243-329; all-gather
- * of 512 KiB blocks 46-160 against 65-84; all-reduce of 1 MiB 99-368
- * against 141-359, 16 MiB 2.7-5.5 ms against 3.2-3.7.  So while every rank
- * has a CPU, an all-reduce, all-gather or all-to-all above its threshold
- * measures both paths and takes the faster (tune.c).  A gather, whose
- * senders do not wait for the root when staged, pays from 8 MiB blocks; a
- * broadcast, whose root copies too (the receivers' last 1/nranks), from 2
- * MiB.  With more ranks than CPUs, CPU time and memory traffic are what
- * run out, and single copy pays earlier for all-to-all and gather, never
- * for all-gather (where 3 readers of a block on 2 CPUs pin its pages 3
- * times, while the staged block is read from the cache: 10-25% slower from
- * 16 to 128 MiB with 4 ranks), all-reduce or broadcast (whose staging root
- * does not wait for the readers). */
+ * A process_vm_readv copy costs a system call and the pinning of every
+ * page it reads, and single copy needs a second synchronisation per call,
+ * where staging lets ranks run ahead; staging copies every byte twice and
+ * moves every slot, freshly written by one CPU, into another CPU's cache,
+ * which on a virtual machine is fast or 2-3x slower from one launch to the
+ * next (the host places the virtual CPUs).  How these weigh depends on the
+ * CPU: on an AMD EPYC (Zen 3) a read moved about 10 GB/s at best and single
+ * copy paid only from blocks of 128 KiB-2 MiB (all-to-all of 128 KiB
+ * blocks 16-44 us staged against 21-26 single copy, all-gather of 512 KiB
+ * blocks 46-160 against 65-84, all-reduce of 1 MiB 99-368 against
+ * 141-359); on an Intel Xeon, two ranks, it paid from the first staged
+ * size (broadcast of 32 KiB 4.7 us staged against 2.0, all-gather of 16
+ * KiB blocks 4.5 against 2.3, 1 MiB broadcast 71 against 20).  So while
+ * every rank has a CPU, an all-gather, all-to-all or broadcast larger than
+ * the eager limit, and an all-reduce from 16 KiB (below which its one-round
+ * staged form was as fast or faster on both), measures both paths and
+ * takes the faster (tune.c).  A gather, whose senders do not wait for the
+ * root when staged, pays from 8 MiB blocks.
+ *
+ * With more ranks than CPUs, per-call times include the time a rank waits
+ * for a CPU, and measuring is not reliable, so the thresholds are fixed:
+ * single copy pays early for all-to-all (4 ranks on the Xeon, three
+ * launches alternating: 64 KiB blocks 26-31 us against 42-48 staged, 256
+ * KiB 202-210 against 288-322) and for gather, never for all-gather (where
+ * 3 readers of a block on 2 CPUs pin its pages 3 times, while the staged
+ * block is read from the cache: 10-25% slower from 16 to 128 MiB with 4
+ * ranks on the EPYC), all-reduce or broadcast (whose staging root does not
+ * wait for the readers). */
+#define TUNED_MIN (N4P_EAGER_BYTES + 1)
+
 static size_t auto_min(ncclComm_t c, int kind)
 {
     const bool crowded = n4p_crowded(c);
     switch (kind) {
     case N4P_K_ALLGATHER:
-        return crowded ? SIZE_MAX : 128u << 10;
+        return crowded ? SIZE_MAX : TUNED_MIN;
     case N4P_K_GATHER:
         return crowded ? 4u << 20 : 8u << 20;
     case N4P_K_ALLTOALL:
-        return crowded ? 1u << 20 : 128u << 10;
+        return crowded ? 64u << 10 : TUNED_MIN;
     case N4P_K_BROADCAST:
-        return crowded ? SIZE_MAX : 2u << 20;
+        return crowded ? SIZE_MAX : TUNED_MIN;
     case N4P_K_ALLREDUCE:
-        return crowded ? SIZE_MAX : 256u << 10;
+        return crowded ? SIZE_MAX : 16u << 10;
     default:
         return SIZE_MAX;
     }

@@ -57,7 +57,7 @@ static const env_var vars[] = {
      FIELD(single_copy), NULL,
      "Large collectives copy straight between the ranks' buffers (process_vm_readv): "
      "0 never, 1 whenever the kernel allows, auto (2) above a size threshold "
-     "(measuring which is faster for all-reduce, all-gather and all-to-all)"},
+     "(measuring which is faster for all-reduce, all-gather, all-to-all and broadcast)"},
 };
 
 static const char *skip_space(const char *s)

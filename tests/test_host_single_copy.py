@@ -29,10 +29,11 @@ pytestmark = needs_host
 BLOCKS = [4096, 4100, 32764, 32768, 65532, 65536, 600004]
 
 # NCCL4PY_HOST_SINGLE_COPY=auto's smallest block per collective (host/cma.c),
-# with a CPU per rank and with more ranks than CPUs.
+# with a CPU per rank and with more ranks than CPUs; 4100 is the first
+# float32 block above the eager limit (4096 bytes).
 # For all-reduce and broadcast the size is that of the message.
-AUTO_MIN = {"allgather": (128 << 10, None), "alltoall": (128 << 10, 1 << 20),
-            "broadcast": (2 << 20, None), "allreduce": (256 << 10, None)}
+AUTO_MIN = {"allgather": (4100, None), "alltoall": (4100, 64 << 10),
+            "broadcast": (4100, None), "allreduce": (16 << 10, None)}
 
 
 def auto_cases(nranks=2):
