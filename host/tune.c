@@ -19,24 +19,31 @@
  * Per communicator, collective and power-of-two size class (of the
  * message of an all-reduce, of the block of the others), calls are
  * numbered alike on every rank (the ranks call the collectives in the same
- * order).  In every period of N4P_TUNE_PERIOD calls, the first three take
- * single copy and the next three staging, and each rank keeps its best
- * time per path over the second and third of each (the first after a
- * switch pays for it).  The seventh begins with a vote: a round in which
- * every rank publishes its two best times in its eager entry and waits for
+ * order).  In every period of N4P_TUNE_PERIOD calls, the first six take
+ * single copy and the next three staging; each rank keeps its best time
+ * per path over calls 5-6 and 8-9.  The first three are not measured
+ * because the first calls on new buffers are slow by either path (the
+ * pages are touched, mapped and brought into the caches: a 2-rank 16 MiB
+ * all-gather took 2.5, 2.1, 1.6 ms in its first calls and 1.2 ms from the
+ * fourth on), and whichever path came first would look slower; nor is the
+ * first call after a switch (caches, and the staged path's pipelining
+ * across calls).  The tenth begins with a vote: a round in which every
+ * rank publishes its two best times in its eager entry and waits for
  * everybody; each rank sums the times over the ranks (for a broadcast:
  * takes the slowest rank's) and takes the path with the smaller sum, so
- * every rank takes the same one, for the rest of the period.  Both paths give the same bits (the all-reduce reduces in
- * rank order on both), so the results do not depend on the choice.  With
- * NCCL_DEBUG=INFO a line reports each choice that differs from the
- * previous one.
+ * every rank takes the same one, for the rest of the period.  Both paths
+ * give the same bits (the all-reduce reduces in rank order on both), so
+ * the results do not depend on the choice.  With NCCL_DEBUG=INFO a line
+ * reports each choice that differs from the previous one.
  */
 #include <math.h>
 #include <string.h>
 
 #include "internal.h"
 
-#define EXPLORE 6 /* calls: three of single copy, then three staged */
+#define WARM 3 /* calls of single copy first, on buffers still cold: not measured */
+#define RUN 3  /* then calls of each path: the first after the switch is not measured */
+#define EXPLORE (WARM + 2 * RUN)
 
 /* The tuned collectives' rows of ncclComm.tune, or -1. */
 static int row(int kind)
@@ -111,11 +118,9 @@ ncclResult_t n4p_tune_pick(ncclComm_t c, const n4p_op *o, size_t bytes, int *pat
     if (phase == 0)
         tc->best[0] = tc->best[1] = INFINITY;
     if (phase < EXPLORE) {
-        /* the first call after a change of path pays for the change
-         * (caches, and the staged path's pipelining across calls), so it
-         * is not measured */
-        *path = phase < EXPLORE / 2 ? N4P_PATH_DIRECT : N4P_PATH_STAGED;
-        c->tune_at = phase % (EXPLORE / 2) != 0 ? tc : NULL;
+        const uint32_t k = phase < WARM ? 0 : phase - WARM; /* 0 and RUN: not measured */
+        *path = phase < WARM + RUN ? N4P_PATH_DIRECT : N4P_PATH_STAGED;
+        c->tune_at = k % RUN != 0 ? tc : NULL;
         c->tune_path = *path;
         c->tune_start = c->tune_at != NULL ? n4p_now() : 0;
         return ncclSuccess;

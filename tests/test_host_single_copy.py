@@ -345,8 +345,8 @@ def test_single_copy_allreduce_matches_staging_bit_for_bit(tmp_path, nranks):
 
 
 # With NCCL4PY_HOST_SINGLE_COPY=auto and a CPU per rank, the all-reduce,
-# all-gather, all-to-all and broadcast measure both paths in the first six calls of a
-# size class and vote in the seventh (host/tune.c).  Every call must be
+# all-gather, all-to-all and broadcast measure both paths in the first nine
+# calls of a size class and vote in the tenth (host/tune.c).  Every call must be
 # right whichever path it takes, and every rank must take the same path:
 # the vote's line (NCCL_DEBUG=INFO) gives the same sums and choice on every
 # rank.
@@ -354,7 +354,7 @@ TUNED = logged("auto") + r"""
 m = (1 << 20) // 4
 x = [((np.arange(N * m, dtype=np.int64) * 7 + k * 1000003) % 65521).astype(np.float32)
      for k in range(N)]
-for i in range(9):
+for i in range(10):
     r = np.zeros(N * m, np.float32)
     c.allreduce(x[RANK], r, nc.SUM)
     errors += [] if np.array_equal(r, sum(x)) else [f"allreduce call {i}"]
