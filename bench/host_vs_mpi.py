@@ -126,8 +126,8 @@ REPEATS = 5
 # Untimed calls of every size first, at least this many: one-time costs stay
 # out of the timing (first touches of the arrays, MPI's set-up of a
 # transfer, and the host backend's measurement of its two paths, host/tune.c,
-# which takes the first seven calls of a size and then every 256th).
-WARMUP = 8
+# which takes the first ten calls of a size and then every 256th).
+WARMUP = 12
 
 
 def iterations(nbytes: int) -> int:
