@@ -346,8 +346,8 @@ def test_single_copy_allreduce_matches_staging_bit_for_bit(tmp_path, nranks):
 
 # With NCCL4PY_HOST_SINGLE_COPY=auto and a CPU per rank, the all-reduce,
 # all-gather, all-to-all and broadcast measure both paths in the first nine
-# calls of a size class and vote in the tenth (host/tune.c).  Every call must be
-# right whichever path it takes, and every rank must take the same path:
+# calls of a size class and vote in the tenth (host/tune.c).  Every call must
+# be right whichever path it takes, and every rank must take the same path:
 # the vote's line (NCCL_DEBUG=INFO) gives the same sums and choice on every
 # rank.
 TUNED = logged("auto") + r"""
