@@ -328,11 +328,11 @@ def single_copy(op: str, n: int, nbytes: int, cpus: int) -> bool:
     if mode == "1":
         return True
     crowded = n > cpus
-    least = {"allreduce": None if crowded else 16 << 10,
-             "allgather": None if crowded else 4097,
+    least = {"allreduce": (4 << 20) if crowded else 16 << 10,
+             "allgather": (4 << 20) if crowded else 4097,
              "alltoall": (64 << 10) if crowded else 4097,
-             "broadcast": None if crowded else 4097}[op]
-    return least is not None and block >= least
+             "broadcast": (4 << 20) if crowded else 4097}[op]
+    return block >= least
 
 
 def model_work(op: str, n: int, nbytes: int, cpus: int) -> float:

@@ -86,31 +86,40 @@ bool n4p_crowded(ncclComm_t c)
  * takes the faster (tune.c).  A gather, whose senders do not wait for the
  * root when staged, pays from 8 MiB blocks.
  *
- * With more ranks than CPUs, per-call times include the time a rank waits
- * for a CPU, and measuring is not reliable, so the thresholds are fixed:
- * single copy pays early for all-to-all (4 ranks on the Xeon, three
- * launches alternating: 64 KiB blocks 26-31 us against 42-48 staged, 256
- * KiB 202-210 against 288-322) and for gather, never for all-gather (where
- * 3 readers of a block on 2 CPUs pin its pages 3 times, while the staged
- * block is read from the cache: 10-25% slower from 16 to 128 MiB with 4
- * ranks on the EPYC), all-reduce or broadcast (whose staging root does not
- * wait for the readers). */
+ * With more ranks than CPUs, a call's time includes the time its rank
+ * waits for a CPU, and says little about which path moves more data per
+ * second.  There tune.c compares the CPU time the ranks spend instead, and
+ * only from 4 MiB blocks (for an all-reduce and a broadcast: messages) for
+ * all-gather, broadcast and all-reduce; below, where that measure
+ * misjudged the faster path (4 ranks on the Xeon: a 1 MiB broadcast voted
+ * single copy, 250 us against 673, and ran 140 us per call staged against
+ * 190-290), they stage.  4 ranks on the Xeon, single copy against staging:
+ * all-gather of 4 MiB blocks 2.5 ms against 3.0-3.7, broadcast of 16 MiB
+ * 1.9-2.0 against 2.5-2.6, all-reduce of 64 MiB 34-37 against 40-41; on
+ * the EPYC the all-gather's single copy was 10-25% slower from 16 to 128
+ * MiB (3 readers of a block on 2 CPUs pin its pages 3 times, while the
+ * staged block is read from the cache), which is why it is measured and
+ * not fixed.  The all-to-all and the gather take fixed thresholds: single
+ * copy pays early for all-to-all (4 ranks on the Xeon, three launches
+ * alternating: 64 KiB blocks 26-31 us against 42-48 staged, 256 KiB
+ * 202-210 against 288-322), from 4 MiB blocks for gather. */
 #define TUNED_MIN (N4P_EAGER_BYTES + 1)
+#define CROWDED_TUNED_MIN (4u << 20)
 
 static size_t auto_min(ncclComm_t c, int kind)
 {
     const bool crowded = n4p_crowded(c);
     switch (kind) {
     case N4P_K_ALLGATHER:
-        return crowded ? SIZE_MAX : TUNED_MIN;
+        return crowded ? CROWDED_TUNED_MIN : TUNED_MIN;
     case N4P_K_GATHER:
         return crowded ? 4u << 20 : 8u << 20;
     case N4P_K_ALLTOALL:
         return crowded ? 64u << 10 : TUNED_MIN;
     case N4P_K_BROADCAST:
-        return crowded ? SIZE_MAX : TUNED_MIN;
+        return crowded ? CROWDED_TUNED_MIN : TUNED_MIN;
     case N4P_K_ALLREDUCE:
-        return crowded ? SIZE_MAX : 16u << 10;
+        return crowded ? CROWDED_TUNED_MIN : 16u << 10;
     default:
         return SIZE_MAX;
     }

@@ -248,7 +248,7 @@ struct ncclComm {
     n4p_tune_class tune[4][64]; /* per tuned collective and log2 of bytes (tune.c) */
     n4p_tune_class *tune_at;    /* the class the running call measures, or NULL */
     int tune_path;              /* and the path it takes */
-    double tune_start;          /* and when it chose it (n4p_now) */
+    double tune_start;          /* and when it chose it (tune.c's clock) */
     char errmsg[N4P_ERRLEN];
     pthread_mutex_t lock; /* guards regs and ops */
     n4p_reg *regs;

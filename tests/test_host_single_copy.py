@@ -32,19 +32,16 @@ BLOCKS = [4096, 4100, 32764, 32768, 65532, 65536, 600004]
 # with a CPU per rank and with more ranks than CPUs; 4100 is the first
 # float32 block above the eager limit (4096 bytes).
 # For all-reduce and broadcast the size is that of the message.
-AUTO_MIN = {"allgather": (4100, None), "alltoall": (4100, 64 << 10),
-            "broadcast": (4100, None), "allreduce": (16 << 10, None)}
+AUTO_MIN = {"allgather": (4100, 4 << 20), "alltoall": (4100, 64 << 10),
+            "broadcast": (4100, 4 << 20), "allreduce": (16 << 10, 4 << 20)}
 
 
 def auto_cases(nranks=2):
     crowded = nranks > (os.cpu_count() or 1)
     for op, mins in AUTO_MIN.items():
         t = mins[crowded]
-        if t is None:
-            yield op, "auto", 32 << 20, False
-        else:
-            yield op, "auto", t - 4, False
-            yield op, "auto", t, True
+        yield op, "auto", t - 4, False
+        yield op, "auto", t, True
 
 CHECK_ALL = r'''
 import os
@@ -186,6 +183,23 @@ except NCCLError as e:
 def test_path_choice_is_checked_across_ranks(tmp_path, op, mode, blk, disagree):
     reps = run_ranks(tmp_path, DISAGREE, 2, TEST_MODE=mode, TEST_BLOCK=str(blk), TEST_OP=op,
                      NCCL4PY_HOST_TIMEOUT="20")
+    for rep in reps:
+        if disagree:
+            assert rep["error"] and "NCCL4PY_HOST_SINGLE_COPY" in rep["error"], rep
+        else:
+            assert rep["error"] is None and rep["ok"], rep
+
+
+# More ranks than CPUs: the thresholds of that case.
+CROWDED_RANKS = (os.cpu_count() or 1) + 1
+
+
+@pytest.mark.skipif(CROWDED_RANKS > 5, reason="more ranks than CPUs would be too many here")
+@pytest.mark.parametrize("op,blk,disagree",
+                         [(op, blk, d) for op, _, blk, d in auto_cases(CROWDED_RANKS)])
+def test_crowded_path_choice_is_checked_across_ranks(tmp_path, op, blk, disagree):
+    reps = run_ranks(tmp_path, DISAGREE, CROWDED_RANKS, TEST_MODE="auto", TEST_BLOCK=str(blk),
+                     TEST_OP=op, NCCL4PY_HOST_TIMEOUT="20")
     for rep in reps:
         if disagree:
             assert rep["error"] and "NCCL4PY_HOST_SINGLE_COPY" in rep["error"], rep
@@ -397,3 +411,52 @@ def test_tuned_collectives_vote_alike_on_every_rank(tmp_path):
         assert 0 < staged and 0 < single, v
         if staged != single:  # as printed, in whole microseconds
             assert got[1] == ("single copy" if single < staged else "staged"), v
+
+
+# With more ranks than CPUs, the all-reduce, all-gather and broadcast are
+# measured from 4 MiB by the CPU time the ranks spend, and the vote takes
+# staging only when it spends at least 5% less (host/tune.c); the all-to-all
+# keeps its fixed threshold and is not measured.
+TUNED_CROWDED = logged("auto") + r"""
+m = (4 << 20) // 4
+x = [np.full(N * m, k + 1, np.float32) for k in range(N)]
+for i in range(10):
+    r = np.zeros(m, np.float32)
+    c.allreduce(x[RANK][:m], r, nc.SUM)
+    errors += [] if (r == N * (N + 1) / 2).all() else [f"allreduce call {i}"]
+    r = np.zeros(N * m, np.float32)
+    c.allgather(x[RANK][:m], r)
+    errors += [] if (r.reshape(N, m) == np.arange(1, N + 1)[:, None]).all() else [f"allgather {i}"]
+    r = np.zeros(m, np.float32)
+    c.broadcast(x[RANK][:m], r, N - 1)
+    errors += [] if (r == N).all() else [f"broadcast {i}"]
+    r = np.zeros(N * 16384, np.float32)
+    c.alltoall(x[RANK][:N * 16384], r)
+    errors += [] if (r.reshape(N, -1) == np.arange(1, N + 1)[:, None]).all() else [f"alltoall {i}"]
+c.destroy()
+log.seek(0)
+votes = [ln.split("host backend: ", 1)[1] for ln in log.read().splitlines()
+         if "per call, summed over the ranks" in ln]
+report(errors=errors, votes=votes)
+"""
+
+
+def test_crowded_ranks_vote_on_cpu_time(tmp_path):
+    nranks = CROWDED_RANKS
+    if nranks > 5:
+        pytest.skip("more ranks than CPUs would be too many here")
+    reps = run_ranks(tmp_path, TUNED_CROWDED, nranks, NCCL_DEBUG="INFO",
+                     TEST_LOG=str(tmp_path / "stderr"))
+    assert [rep["errors"] for rep in reps] == [[]] * nranks, reps
+    votes = reps[0]["votes"]
+    assert all(rep["votes"] == votes for rep in reps), reps
+    assert len(votes) == 3, votes
+    for name, v in zip(("ncclAllReduce", "ncclAllGather", "ncclBroadcast"), votes):
+        got = re.fullmatch(name + r" of 4194304-8388607 bytes: (staged|single copy) \(best CPU "
+                           r"time per call, summed over the ranks: staged (\d+) us, single "
+                           r"copy (\d+) us; measured again every 256 calls\)", v)
+        assert got, v
+        staged, single = int(got[2]), int(got[3])
+        assert 0 < staged and 0 < single, v
+        if abs(staged - 0.95 * single) > 1:  # away from the edge, as printed in whole us
+            assert got[1] == ("staged" if staged < 0.95 * single else "single copy"), v
