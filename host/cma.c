@@ -94,8 +94,8 @@ bool n4p_crowded(ncclComm_t c)
  * misjudged the faster path (4 ranks on the Xeon: a 1 MiB broadcast voted
  * single copy, 250 us against 673, and ran 140 us per call staged against
  * 190-290), they stage.  4 ranks on the Xeon, single copy against staging:
- * all-gather of 4 MiB blocks 2.5 ms against 3.0-3.7, broadcast of 16 MiB
- * 1.9-2.0 against 2.5-2.6, all-reduce of 64 MiB 34-37 against 40-41; on
+ * all-gather of 4 MiB blocks 2.4-2.6 ms against 3.0-4.1, broadcast of 16
+ * MiB 1.9-2.1 against 2.5-2.6, all-reduce of 64 MiB 34-37 against 40-41; on
  * the EPYC the all-gather's single copy was 10-25% slower from 16 to 128
  * MiB (3 readers of a block on 2 CPUs pin its pages 3 times, while the
  * staged block is read from the cache), which is why it is measured and
