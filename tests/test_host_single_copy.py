@@ -220,6 +220,18 @@ errors = []
 '''
 
 
+def votes_report(marker):
+    """The end of a rank script opened by logged(): reports `errors` and the
+    tuner's vote lines that contain `marker`."""
+    return f'''
+c.destroy()
+log.seek(0)
+votes = [ln.split("host backend: ", 1)[1] for ln in log.read().splitlines()
+         if {marker!r} in ln]
+report(errors=errors, votes=votes)
+'''
+
+
 # Rank scripts' arrays at a chosen offset within a page.
 PLACED = r'''
 import mmap
@@ -382,12 +394,7 @@ for i in range(10):
     r = np.zeros(m, np.float32)
     c.broadcast(x[RANK][:m], r, 1)
     errors += [] if np.array_equal(r, x[1][:m]) else [f"broadcast {i}"]
-c.destroy()
-log.seek(0)
-votes = [ln.split("host backend: ", 1)[1] for ln in log.read().splitlines()
-         if "best time per call" in ln]
-report(errors=errors, votes=votes)
-"""
+""" + votes_report("best time per call")
 
 
 def test_tuned_collectives_vote_alike_on_every_rank(tmp_path):
@@ -433,12 +440,7 @@ for i in range(10):
     r = np.zeros(N * 16384, np.float32)
     c.alltoall(x[RANK][:N * 16384], r)
     errors += [] if (r.reshape(N, -1) == np.arange(1, N + 1)[:, None]).all() else [f"alltoall {i}"]
-c.destroy()
-log.seek(0)
-votes = [ln.split("host backend: ", 1)[1] for ln in log.read().splitlines()
-         if "per call, summed over the ranks" in ln]
-report(errors=errors, votes=votes)
-"""
+""" + votes_report("per call, summed over the ranks")
 
 
 def test_crowded_ranks_vote_on_cpu_time(tmp_path):
