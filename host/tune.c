@@ -108,7 +108,7 @@ static int size_class(size_t bytes)
 }
 
 /* The vote: every rank publishes its best times, waits for the others and
- * sums them (a broadcast: takes their maximum). */
+ * sums them (a broadcast while every rank has a CPU: takes their maximum). */
 static ncclResult_t vote(ncclComm_t c, const n4p_op *o, n4p_tune_class *tc, size_t bytes)
 {
     const uint64_t t = c->epoch;
@@ -121,7 +121,8 @@ static ncclResult_t vote(ncclComm_t c, const n4p_op *o, n4p_tune_class *tc, size
     /* A staged broadcast's root does not wait for the receivers, so its
      * time leaves out their copies: there the slowest rank counts (CPU
      * times add up). */
-    const bool slowest = o->kind == N4P_K_BROADCAST && !n4p_crowded(c);
+    const bool crowded = n4p_crowded(c);
+    const bool slowest = o->kind == N4P_K_BROADCAST && !crowded;
     double sum[2] = {0, 0};
     for (int k = 0; k < c->nranks; k++) {
         double best[2];
@@ -129,7 +130,7 @@ static ncclResult_t vote(ncclComm_t c, const n4p_op *o, n4p_tune_class *tc, size
         for (int p = 0; p < 2; p++)
             sum[p] = slowest ? fmax(sum[p], best[p]) : sum[p] + best[p];
     }
-    const double edge = n4p_crowded(c) ? CROWDED_EDGE : 1.0;
+    const double edge = crowded ? CROWDED_EDGE : 1.0;
     const int pick = edge * sum[1] < sum[0] ? N4P_PATH_DIRECT : N4P_PATH_STAGED;
     if (!tc->said || pick != tc->pick) {
         const int lg = size_class(bytes);
@@ -138,7 +139,7 @@ static ncclResult_t vote(ncclComm_t c, const n4p_op *o, n4p_tune_class *tc, size
                 "single copy %.0f us; measured again every %d calls)",
                 (void *)c, c->rank, c->nranks, c->cur_op, 1ull << lg, (2ull << lg) - 1,
                 pick == N4P_PATH_DIRECT ? "single copy" : "staged",
-                n4p_crowded(c) ? "CPU time" : "time",
+                crowded ? "CPU time" : "time",
                 slowest ? "of the slowest rank" : "summed over the ranks", sum[0] * 1e6,
                 sum[1] * 1e6, N4P_TUNE_PERIOD);
     }
