@@ -181,7 +181,12 @@ except NCCLError as e:
     *auto_cases(),                       # just below and at the thresholds
 ])
 def test_path_choice_is_checked_across_ranks(tmp_path, op, mode, blk, disagree):
-    reps = run_ranks(tmp_path, DISAGREE, 2, TEST_MODE=mode, TEST_BLOCK=str(blk), TEST_OP=op,
+    check_disagreement(tmp_path, 2, op, mode, blk, disagree)
+
+
+def check_disagreement(tmp_path, nranks, op, mode, blk, disagree):
+    """Runs DISAGREE: the call fails on every rank exactly when `disagree`."""
+    reps = run_ranks(tmp_path, DISAGREE, nranks, TEST_MODE=mode, TEST_BLOCK=str(blk), TEST_OP=op,
                      NCCL4PY_HOST_TIMEOUT="20")
     for rep in reps:
         if disagree:
@@ -190,21 +195,15 @@ def test_path_choice_is_checked_across_ranks(tmp_path, op, mode, blk, disagree):
             assert rep["error"] is None and rep["ok"], rep
 
 
-# More ranks than CPUs: the thresholds of that case.
+# More ranks than CPUs, for the tests of that case.
 CROWDED_RANKS = (os.cpu_count() or 1) + 1
+crowded = pytest.mark.skipif(CROWDED_RANKS > 5, reason="more ranks than CPUs would be too many here")
 
 
-@pytest.mark.skipif(CROWDED_RANKS > 5, reason="more ranks than CPUs would be too many here")
-@pytest.mark.parametrize("op,blk,disagree",
-                         [(op, blk, d) for op, _, blk, d in auto_cases(CROWDED_RANKS)])
-def test_crowded_path_choice_is_checked_across_ranks(tmp_path, op, blk, disagree):
-    reps = run_ranks(tmp_path, DISAGREE, CROWDED_RANKS, TEST_MODE="auto", TEST_BLOCK=str(blk),
-                     TEST_OP=op, NCCL4PY_HOST_TIMEOUT="20")
-    for rep in reps:
-        if disagree:
-            assert rep["error"] and "NCCL4PY_HOST_SINGLE_COPY" in rep["error"], rep
-        else:
-            assert rep["error"] is None and rep["ok"], rep
+@crowded
+@pytest.mark.parametrize("op,mode,blk,disagree", list(auto_cases(CROWDED_RANKS)))
+def test_crowded_path_choice_is_checked_across_ranks(tmp_path, op, mode, blk, disagree):
+    check_disagreement(tmp_path, CROWDED_RANKS, op, mode, blk, disagree)
 
 
 def logged(mode):
@@ -443,10 +442,9 @@ for i in range(10):
 """ + votes_report("per call, summed over the ranks")
 
 
+@crowded
 def test_crowded_ranks_vote_on_cpu_time(tmp_path):
     nranks = CROWDED_RANKS
-    if nranks > 5:
-        pytest.skip("more ranks than CPUs would be too many here")
     reps = run_ranks(tmp_path, TUNED_CROWDED, nranks, NCCL_DEBUG="INFO",
                      TEST_LOG=str(tmp_path / "stderr"))
     assert [rep["errors"] for rep in reps] == [[]] * nranks, reps
