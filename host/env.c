@@ -15,14 +15,11 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
 #endif
-#include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "internal.h"
 
@@ -60,21 +57,63 @@ static const env_var vars[] = {
      "(measuring which is faster for all-reduce, all-gather, all-to-all and broadcast)"},
 };
 
+/* The parsers below look at ASCII characters only and never consult the
+ * locale (strtod would read "2,5" under a locale with a decimal comma, and
+ * also takes hexadecimal floats, exponents, signs, "inf" and "nan", none of
+ * which the documentation promises). */
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
 static const char *skip_space(const char *s)
 {
-    while (isspace((unsigned char)*s))
+    while (is_space(*s))
         s++;
     return s;
 }
 
-/* A number of seconds: a finite decimal number. */
+/* The value of digit `c` in `base` (10 or 16), or -1. */
+static int digit(char c, unsigned base)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (base == 16 && c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (base == 16 && c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Does s[0..len) equal the upper-case word `upper`, ignoring ASCII case? */
+static bool word_is(const char *s, size_t len, const char *upper)
+{
+    size_t i = 0;
+    for (; i < len && upper[i] != '\0'; i++) {
+        char c = s[i] >= 'a' && s[i] <= 'z' ? (char)(s[i] - 'a' + 'A') : s[i];
+        if (c != upper[i])
+            return false;
+    }
+    return i == len && upper[i] == '\0';
+}
+
+/* A number of seconds, in decimal: digits with an optional fraction ("300",
+ * "2.5", ".5"). */
 static bool parse_seconds(const char *s, double *out)
 {
-    char *end = NULL;
-    s = skip_space(s);
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno == ERANGE || !isfinite(v) || *skip_space(end) != '\0')
+    const char *p = skip_space(s);
+    double v = 0;
+    bool any = false;
+    for (; digit(*p, 10) >= 0; p++, any = true)
+        v = v * 10 + digit(*p, 10); /* exact below 2^53, far above the range */
+    if (*p == '.') {
+        uint64_t frac = 0, scale = 1;
+        for (p++; digit(*p, 10) >= 0; p++, any = true)
+            if (scale < 1000000000000000ull) /* 15 digits; the rest is below a femtosecond */
+                frac = frac * 10 + (uint64_t)digit(*p, 10), scale *= 10;
+        v += (double)frac / (double)scale;
+    }
+    if (!any || !isfinite(v) || *skip_space(p) != '\0')
         return false;
     *out = v;
     return true;
@@ -84,25 +123,25 @@ static bool parse_seconds(const char *s, double *out)
  * or G (binary multiples).  No sign. */
 static bool parse_bytes(const char *s, double *out)
 {
-    s = skip_space(s);
-    int base = 10;
-    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
-        base = 16, s += 2;
-    if (!isxdigit((unsigned char)*s))
-        return false;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, base);
-    if (errno == ERANGE)
-        return false;
+    const char *p = skip_space(s);
+    unsigned base = 10;
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
+        base = 16, p += 2;
+    uint64_t v = 0;
+    bool any = false;
+    for (int d; (d = digit(*p, base)) >= 0; p++, any = true) {
+        if (v > (UINT64_MAX - (uint64_t)d) / base)
+            return false;
+        v = v * base + (uint64_t)d;
+    }
     unsigned shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
+    switch (*p) {
+    case 'k': case 'K': shift = 10; p++; break;
+    case 'm': case 'M': shift = 20; p++; break;
+    case 'g': case 'G': shift = 30; p++; break;
     default: break;
     }
-    if (*skip_space(end) != '\0' || v > (~0ull >> shift))
+    if (!any || *skip_space(p) != '\0' || v > (UINT64_MAX >> shift))
         return false;
     *out = (double)(v << shift);
     return true;
@@ -113,11 +152,11 @@ static bool parse_switch(const char *s, double *out)
 {
     s = skip_space(s);
     size_t len = strlen(s);
-    while (len > 0 && isspace((unsigned char)s[len - 1]))
+    while (len > 0 && is_space(s[len - 1]))
         len--;
     if (len == 1 && (s[0] == '0' || s[0] == '1'))
         *out = s[0] - '0';
-    else if (len == 4 && strncasecmp(s, "auto", 4) == 0)
+    else if (word_is(s, len, "AUTO"))
         *out = N4P_SWITCH_AUTO;
     else
         return false;
@@ -135,8 +174,9 @@ static void describe(const env_var *v, char *buf, size_t len)
     if (v->zero != NULL)
         snprintf(zero, sizeof zero, "; 0 means %s", v->zero);
     snprintf(buf, len, "%s from %.15g to %.15g%s%s",
-             v->type == SECONDS ? "a number of seconds" : "a whole number of bytes", v->min,
-             v->max, v->type == BYTES ? ", with an optional K, M or G suffix" : "", zero);
+             v->type == SECONDS ? "a decimal number of seconds"
+                                : "a whole number of bytes (decimal or 0x hexadecimal)",
+             v->min, v->max, v->type == BYTES ? ", with an optional K, M or G suffix" : "", zero);
 }
 
 /* The value of `v`: its default when unset or empty (*from_env false). */
@@ -225,7 +265,7 @@ static void debug_init(void)
     if (s == NULL || *s == '\0')
         return;
     for (int i = 0; i < (int)(sizeof levels / sizeof levels[0]); i++)
-        if (strcasecmp(s, levels[i]) == 0) {
+        if (word_is(s, strlen(s), levels[i])) {
             debug_level = N4P_LOG_VERSION + i;
             return;
         }

@@ -322,7 +322,7 @@ typedef struct {
 ncclResult_t n4p_settings_load(n4p_settings *s);
 int n4p_debug_level(void);
 /* The variables of the table, for the parameter API (params.c). */
-#define N4P_ENV_DESCLEN 160
+#define N4P_ENV_DESCLEN 224
 typedef struct {
     const char *name;
     const char *help;

@@ -59,6 +59,20 @@ BAD = [
     ("NCCL4PY_HOST_SINGLE_COPY", "2"),
     ("NCCL4PY_HOST_SINGLE_COPY", "yes"),
     ("NCCL4PY_HOST_SINGLE_COPY", "autox"),
+    # seconds are decimal: no hexadecimal (floats), exponents, signs or words
+    ("NCCL4PY_HOST_TIMEOUT", "0x10"),
+    ("NCCL4PY_HOST_WAIT_REPORT", "0x10"),
+    ("NCCL4PY_HOST_TIMEOUT", "0x1p4"),
+    ("NCCL4PY_HOST_TIMEOUT", "1e2"),
+    ("NCCL4PY_HOST_TIMEOUT", "+5"),
+    ("NCCL4PY_HOST_WAIT_REPORT", "-0"),
+    ("NCCL4PY_HOST_TIMEOUT", "infinity"),
+    ("NCCL4PY_HOST_TIMEOUT", "."),
+    ("NCCL4PY_HOST_TIMEOUT", "2,5"),
+    # one 0x prefix, then hexadecimal digits only
+    ("NCCL4PY_HOST_SLOT_BYTES", "0x0x10000"),
+    ("NCCL4PY_HOST_RING_BYTES", "0X"),
+    ("NCCL4PY_HOST_SLOT_BYTES", "65536.0"),
 ]
 
 
@@ -81,6 +95,10 @@ GOOD = [
     ("NCCL4PY_HOST_RING_BYTES", "1M"),
     ("NCCL4PY_HOST_TIMEOUT", "0"),
     ("NCCL4PY_HOST_TIMEOUT", " 2.5 "),
+    ("NCCL4PY_HOST_TIMEOUT", "30."),
+    ("NCCL4PY_HOST_WAIT_REPORT", ".5"),
+    ("NCCL4PY_HOST_WAIT_REPORT", "0031536000"),
+    ("NCCL4PY_HOST_RING_BYTES", "0X4000"),
     ("NCCL4PY_HOST_WAIT_REPORT", "0"),
     ("NCCL4PY_HOST_SINGLE_COPY", "0"),
     ("NCCL4PY_HOST_SINGLE_COPY", " 1 "),

@@ -114,7 +114,7 @@ def test_params_list_the_backend_parameters_with_type_value_and_source():
     t = blocks["NCCL4PY_HOST_TIMEOUT"]
     assert t[0].startswith("NCCL4PY_HOST_TIMEOUT (double) Seconds without progress")
     assert t[1] == "    Current value=2.5 set_by=EnvPlugin default=300"
-    assert t[2].startswith("    Accepted value: a number of seconds from 0 to 31536000")
+    assert t[2].startswith("    Accepted value: a decimal number of seconds from 0 to 31536000")
     assert blocks["NCCL4PY_HOST_WAIT_REPORT"][1] == \
         "    Current value=10 set_by=Default default=10"
     s = blocks["NCCL4PY_HOST_SLOT_BYTES"]
