@@ -248,11 +248,27 @@ static ncclResult_t alloc_bounce(ncclComm_t c)
                              : n4p_fail(c, ncclSystemError, "%s: out of memory", c->cur_op);
 }
 
-static ncclResult_t access_failed(ncclComm_t c, const char *what, int peer, int e)
+/* A transfer between this rank's `local` and a peer failed with `e`.  EFAULT
+ * does not say whose memory faulted: if this rank's own range cannot be
+ * faulted in (a file mapping on a full /dev/shm, say), the error is this
+ * rank's, else the peer's buffer is bad. */
+static ncclResult_t access_failed(ncclComm_t c, bool write, int peer, int e, const void *local,
+                                  size_t n)
 {
-    ncclResult_t rc = n4p_fail(c, ncclRemoteError,
-                               "%s: %s the buffer of rank %d (pid %d) failed: %s",
-                               c->cur_op, what, peer, (int)c->pids[peer], strerror(e));
+    const int mine = e == EFAULT ? n4p_space_probe(local, n, !write) : 0;
+    ncclResult_t rc;
+    if (mine != 0)
+        rc = n4p_fail(c, ncclSystemError,
+                      "%s: this rank's own memory at %p (%zu bytes) cannot be %s (%s), so "
+                      "%s rank %d (pid %d) failed",
+                      c->cur_op, local, n, write ? "read" : "written",
+                      mine == EFAULT ? "a file mapping on a full file system such as "
+                                       N4P_SHM_DIR "?" : strerror(mine),
+                      write ? "writing to" : "reading from", peer, (int)c->pids[peer]);
+    else
+        rc = n4p_fail(c, ncclRemoteError, "%s: %s the buffer of rank %d (pid %d) failed: %s",
+                      c->cur_op, write ? "writing" : "reading", peer, (int)c->pids[peer],
+                      strerror(e));
     n4p_comm_failed(c, rc);
     n4p_poison(c, rc);
     return rc;
@@ -284,7 +300,7 @@ static ncclResult_t transfer(ncclComm_t c, int peer, char *local, uint64_t remot
             int e = got < 0 ? errno : EIO;
             if (e == EINTR)
                 continue;
-            return access_failed(c, write ? "writing" : "reading", peer, e);
+            return access_failed(c, write, peer, e, buf, want);
         }
         if (bounce && !write)
             n4p_copy(local, buf, (size_t)got, stream);

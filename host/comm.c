@@ -102,6 +102,7 @@ static void comm_free(ncclComm_t comm)
     free(comm->ops);
     free(comm->srcs);
     free(comm->pids);
+    free(comm->ring_ready);
     free(comm->bounce);
     pthread_mutex_destroy(&comm->lock);
     comm->magic = N4P_COMM_DEAD;
@@ -140,7 +141,8 @@ ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id
     pthread_mutex_init(&comm->lock, NULL);
     comm->srcs = calloc((size_t)nranks, sizeof *comm->srcs);
     comm->pids = calloc((size_t)nranks, sizeof *comm->pids);
-    if (comm->srcs == NULL || comm->pids == NULL) {
+    comm->ring_ready = calloc((size_t)nranks, 1);
+    if (comm->srcs == NULL || comm->pids == NULL || comm->ring_ready == NULL) {
         comm_free(comm);
         return n4p_fail(NULL, ncclSystemError, "out of memory");
     }

@@ -242,6 +242,7 @@ struct ncclComm {
     char wait_ranks[160];
     const void **srcs;  /* nranks source pointers for the reduce kernels */
     int32_t *pids;      /* the ranks' pids, copied when all joined (cma.c) */
+    unsigned char *ring_ready; /* per peer: the ring to it is reserved (shmspace.c) */
     char *bounce;       /* single-copy reads of unfavourable alignment (cma.c) */
     bool cma;           /* single-copy reads of every peer work (cma.c) */
     bool said_bounced;  /* the INFO line on a call staged for its alignment was printed */
@@ -391,6 +392,15 @@ void n4p_seg_unlink(ncclComm_t comm);
 void n4p_seg_detach(ncclComm_t comm);
 uint64_t n4p_proc_starttime(pid_t pid, char *state);
 bool n4p_process_gone(int32_t pid, uint64_t starttime);
+
+/* shmspace.c: reserve the memory of a segment before it is touched; a
+ * shortage is an ncclSystemError naming /dev/shm and the bytes */
+ncclResult_t n4p_space_head(ncclComm_t comm, int fd, void *base, const n4p_seg_hdr *h);
+ncclResult_t n4p_space_body(ncclComm_t comm, int fd, void *base, const n4p_seg_hdr *h);
+/* the ring from this rank to `peer`, before the first send to it */
+ncclResult_t n4p_space_ring(ncclComm_t comm, int peer);
+/* whether [p, p + n) of this process faults when written (or read): 0 or an errno */
+int n4p_space_probe(const void *p, size_t n, bool write);
 
 /* sync.c */
 typedef bool (*n4p_pred)(void *ctx);

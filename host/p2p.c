@@ -276,6 +276,13 @@ ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
     ncclResult_t failed = n4p_check_poison(comm); /* a rank failed earlier */
     if (failed != ncclSuccess)
         return failed;
+    for (int i = 0; i < nops; i++) /* a ring's memory, before its first message */
+        if (ops[i].kind == N4P_K_SEND && !comm->ring_ready[ops[i].root] &&
+            (failed = n4p_space_ring(comm, ops[i].root)) != ncclSuccess) {
+            n4p_comm_failed(comm, failed);
+            n4p_poison(comm, failed);
+            return failed;
+        }
     engine e = {comm, ops, nops, nops, n4p_now(), ncclSuccess};
     n4p_waitfor w = {progress, waits_for, &e, N4P_NO_PEER_CHECK, "send/recv"};
     while (e.remaining > 0) {

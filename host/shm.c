@@ -11,7 +11,9 @@
  * (O_TMPFILE, mode 0600), lays it out, claims its rank, and only then links
  * it under its name; if another rank linked one first, it joins that one.
  * So a name never refers to a half-made segment, and a rank killed while
- * creating leaves nothing.  A joining rank trusts nothing it opens: the
+ * creating leaves nothing.  Its memory is reserved on the way (shmspace.c):
+ * what joining ranks write before the name, the rest after it, before the
+ * creator counts itself in `joined`, so no rank uses that part earlier.  A joining rank trusts nothing it opens: the
  * file must be this user's, with mode 0600, and its header must describe
  * exactly the layout its sizes imply and the file's size; it then uses only
  * its own validated copy of the sizes and offsets.
@@ -451,18 +453,27 @@ static ncclResult_t seg_create(ncclComm_t comm, bool *raced)
         (base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
         int e = errno;
         close(fd);
+        comm->shm_name[0] = '\0'; /* the name may be another rank's by now */
         return n4p_fail(comm, ncclSystemError,
                         "cannot make a %zu-byte shared memory segment in " N4P_SHM_DIR ": %s",
                         size, strerror(e));
+    }
+    /* what a joining rank writes (shmspace.c) */
+    ncclResult_t res = n4p_space_head(comm, fd, base, &h);
+    if (res == ncclSuccess && n == 1)
+        res = n4p_space_body(comm, fd, base, &h);
+    if (res != ncclSuccess) {
+        close(fd);
+        comm->shm_name[0] = '\0';
+        return map_fail(comm, base, size, res);
     }
     n4p_seg_hdr *sh = base;
     h.creator_pid = (int32_t)getpid();
     h.creator_start = n4p_proc_starttime(getpid(), NULL);
     h.pidns = pid_namespace();
-    memcpy((void *)sh, &h, sizeof h);
+    memcpy((void *)sh, &h, sizeof h); /* `joined` 0: see below */
     bind_seg(&comm->seg, base, size, &h);
     claim_rank(comm);
-    atomic_store(&sh->joined, 1);
     atomic_store_explicit(&sh->ready, N4P_SEG_MAGIC, memory_order_release);
     int rc = 0;
     if (n > 1) {
@@ -473,12 +484,26 @@ static ncclResult_t seg_create(ncclComm_t comm, bool *raced)
             rc = linkat(fd, "", AT_FDCWD, comm->shm_name, AT_EMPTY_PATH);
     }
     int e = errno;
-    close(fd);
     if (rc == 0) {
+        /* The rest is reserved only now, so that a rank creating at the
+         * same moment is not refused for lack of the space we take (it
+         * joins us).  Nobody touches it before this rank counts itself as
+         * joined; a shortage fails the ranks already waiting at once. */
+        if (n > 1 && (res = n4p_space_body(comm, fd, base, &h)) != ncclSuccess) {
+            close(fd);
+            poison_header(sh, res, comm->errmsg);
+            n4p_seg_unlink(comm);
+            return map_fail(comm, base, size, res);
+        }
+        close(fd);
         if (n == 1)
             comm->shm_name[0] = '\0'; /* never named */
+        if (atomic_fetch_add(&sh->joined, 1) + 1 >= n)
+            n4p_seg_unlink(comm); /* the others attached meanwhile */
+        n4p_notify(comm);
         return ncclSuccess;
     }
+    close(fd);
     map_fail(comm, base, size, ncclSuccess);
     if (e == EEXIST) {
         *raced = true;
