@@ -349,8 +349,31 @@ static bool stale(int fd, uint64_t pidns)
 }
 
 /* Remove the names of segments whose jobs died before every rank attached
- * (a SIGKILL cannot be caught, so nobody else removes them).  Runs when a
- * rank creates a segment, at most every SWEEP_PERIOD seconds per process. */
+ * (a SIGKILL cannot be caught, so nobody else removes them); how many. */
+static int sweep(void)
+{
+    uint64_t ns = pid_namespace();
+    DIR *d = ns != 0 ? opendir(N4P_SHM_DIR) : NULL;
+    if (d == NULL)
+        return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_segment_name(e->d_name))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+            continue;
+        if (stale(fd, ns) && unlinkat(dirfd(d), e->d_name, 0) == 0)
+            removed++;
+        close(fd);
+    }
+    closedir(d);
+    return removed;
+}
+
+/* The sweep when a rank creates a segment: at most every SWEEP_PERIOD
+ * seconds per process. */
 static void sweep_stale(void)
 {
     static _Atomic long long last;
@@ -359,22 +382,17 @@ static void sweep_stale(void)
     if ((prev != 0 && now - prev < SWEEP_PERIOD) ||
         !atomic_compare_exchange_strong(&last, &prev, now))
         return;
-    uint64_t ns = pid_namespace();
-    DIR *d = ns != 0 ? opendir(N4P_SHM_DIR) : NULL;
-    if (d == NULL)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (!is_segment_name(e->d_name))
-            continue;
-        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-        if (fd < 0)
-            continue;
-        if (stale(fd, ns))
-            unlinkat(dirfd(d), e->d_name, 0);
-        close(fd);
-    }
-    closedir(d);
+    (void)sweep();
+}
+
+/* For python -m nccl.run, once every rank of a job has exited: the ranks it
+ * stopped while they waited in creation (a rank left before creating its
+ * communicator) had no chance to remove their segment's name.  The same
+ * sweep, now; returns how many names it removed. */
+N4P_EXPORT int nccl4pyHostRemoveStale(void);
+N4P_EXPORT int nccl4pyHostRemoveStale(void)
+{
+    return sweep();
 }
 
 /* ------------------------------------------------------ attach / detach -- */

@@ -9,6 +9,8 @@ import os
 import random
 import signal
 import stat
+import subprocess
+import sys
 import time
 
 import pytest
@@ -80,6 +82,37 @@ def test_creator_killed_before_anyone_joined_is_collected():
         assert not os.path.exists(path)
     finally:
         r.kill()
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+EARLY_EXIT = r"""
+import os, sys, time
+uid = os.environ["NCCL4PY_UNIQUE_ID"]
+if os.environ["NCCL4PY_RANK"] == "1":
+    while not os.path.exists("/dev/shm/nccl4py-" + uid[16:48]):
+        time.sleep(0.02)                         # rank 0 waits in creation now
+    sys.exit(3)                                  # and this one never creates
+import nccl.core as nc
+print(uid, flush=True)
+nc.Communicator.from_env()
+"""
+
+
+def test_rank_exiting_before_creation_leaves_nothing_after_the_launcher(tmp_path):
+    """The launcher stops rank 0, which waits for rank 1 in creation, when
+    rank 1 exits first; once it returns, rank 0's segment is gone too."""
+    script = tmp_path / "early_exit.py"
+    script.write_text(EARLY_EXIT)
+    p = subprocess.run([sys.executable, "-m", "nccl.run", "-n", "2", "--backend", "host",
+                        "--timeout", "120", str(script)],
+                       env=host_env(NCCL4PY_HOST_TIMEOUT="300"), capture_output=True,
+                       text=True, timeout=180)
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    path = shm_path(p.stdout.split()[0])
+    try:
+        assert not os.path.exists(path)
+    finally:
         if os.path.exists(path):
             os.unlink(path)
 

@@ -23,7 +23,7 @@ import threading
 import time
 
 from nccl._discovery import gpus_visible
-from nccl._launch import forward, limits, procgroup, uniqueid
+from nccl._launch import forward, hostshm, limits, procgroup, uniqueid
 from nccl._launch.argtypes import number
 
 PROG = "python -m nccl.run"
@@ -83,7 +83,8 @@ cleanup:
   exited (successfully or not), processes left in those groups (started by a
   rank and still running) get SIGTERM, then SIGKILL after 1 s, as mpiexec
   does.  A process that moved to a session of its own (setsid, daemons) is
-  out of reach."""
+  out of reach.  With the host backend, the /dev/shm names of segments whose
+  processes are all gone (ranks stopped in creation) are removed too."""
 
 
 # ----------------------------------------------------------------- arguments
@@ -532,4 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     launcher = Launcher(child, opts.nranks, dict(os.environ), uid,
                         tag_output=opts.tag_output, timeout=opts.timeout)
-    return launcher.run()
+    status = launcher.run()
+    if host:  # segments of ranks stopped while they waited in creation
+        hostshm.remove_stale()
+    return status
