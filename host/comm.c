@@ -567,10 +567,7 @@ static ncclResult_t shrink_submit(ncclComm_t comm, int *excludeRanksList,
     *newcomm = NULL;
     n4p_op o = {.kind = N4P_K_SHRINK, .comm = comm, .newcomm = newcomm,
                 .exclude = ex, .nexclude = comm->nranks};
-    rc = n4p_submit(&o);
-    if (rc != ncclSuccess)
-        free(ex);
-    return rc;
+    return n4p_submit(&o); /* takes ownership of ex */
 }
 
 N4P_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,

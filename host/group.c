@@ -251,6 +251,8 @@ static ncclResult_t run_ops(n4p_op *ops, int nops)
     return rc;
 }
 
+/* Run `o` now, or queue it until the outermost ncclGroupEnd.  Either way
+ * it owns the op's arrays (v, exclude) from here on, also when it fails. */
 ncclResult_t n4p_submit(const n4p_op *o)
 {
     if (g.depth == 0) {
@@ -262,8 +264,11 @@ ncclResult_t n4p_submit(const n4p_op *o)
     if (g.nops == g.cap) {
         int cap = g.cap ? 2 * g.cap : 16;
         n4p_op *grown = realloc(g.ops, sizeof *grown * (size_t)cap);
-        if (grown == NULL)
+        if (grown == NULL) {
+            n4p_op copy = *o;
+            op_release(&copy);
             return n4p_fail(o->comm, ncclSystemError, "out of memory");
+        }
         g.ops = grown;
         g.cap = cap;
     }

@@ -919,6 +919,24 @@ static void t_missing_rank(ncclComm_t comm, int rank, int n, void *arg)
           ncclGetLastError(NULL));
 }
 
+/* A shrink outside a group that fails (a rank that never takes part: the
+ * new communicator times out) returns the error and leaves the parent
+ * usable; its exclude list is freed once. */
+static void t_shrink_timeout(ncclComm_t comm, int rank, int n, void *arg)
+{
+    (void)arg;
+    (void)n;
+    if (rank == 0) {
+        setenv("NCCL4PY_HOST_TIMEOUT", "1", 1); /* for the new communicator only */
+        ncclComm_t child = NULL;
+        ncclResult_t rc = ncclCommShrink(comm, NULL, 0, &child, NULL, 0);
+        CHECK(rc == ncclTimeout && child == NULL, "shrink without rank 1 -> %d", (int)rc);
+    }
+    float x = 1, y = 0; /* both ranks again, after rank 0's timeout */
+    OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL));
+    CHECK(y == 2, "all-reduce after a failed shrink: %g", (double)y);
+}
+
 static void t_mismatch(ncclComm_t comm, int rank, int n, void *arg)
 {
     (void)arg;
@@ -1495,6 +1513,10 @@ int main(int argc, char **argv)
             header("args", n);
             run_ranks("args", n, t_args, NULL, false);
         }
+    if (selected(argc, argv, "shrink_timeout")) {
+        header("shrink_timeout", 2);
+        run_ranks("shrink_timeout", 2, t_shrink_timeout, NULL, false);
+    }
     if (selected(argc, argv, "mismatch")) {
         header("mismatch", 2);
         run_ranks("mismatch", 2, t_mismatch, NULL, false);
