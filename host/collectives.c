@@ -419,7 +419,7 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
     c->cur_op = n4p_kind_name(o->kind);
     switch (o->kind) {
     case N4P_K_INIT_WAIT:
-        c->cur_op = "ncclCommInitRank";
+        c->cur_op = c->init_op;
         rc = n4p_wait_joined(c);
         if (rc != ncclSuccess)
             n4p_comm_failed(c, rc);

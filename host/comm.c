@@ -110,7 +110,7 @@ static void comm_free(ncclComm_t comm)
 }
 
 ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id,
-                             int rank, int device, bool wait)
+                             int rank, int device, bool wait, const char *op)
 {
     if (out == NULL)
         return n4p_fail(NULL, ncclInvalidArgument, "comm pointer is NULL");
@@ -137,7 +137,8 @@ ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id
     comm->nranks = nranks;
     comm->device = device;
     comm->env = env;
-    comm->cur_op = "ncclCommInitRank";
+    comm->init_op = op;
+    comm->cur_op = op;
     pthread_mutex_init(&comm->lock, NULL);
     comm->srcs = calloc((size_t)nranks, sizeof *comm->srcs);
     comm->pids = calloc((size_t)nranks, sizeof *comm->pids);
@@ -166,9 +167,9 @@ static ncclResult_t init_rank_inner(ncclComm_t *out, int nranks,
         return n4p_fail(NULL, ncclInvalidArgument, "comm pointer is NULL");
     *out = NULL;
     if (!n4p_in_group())
-        return n4p_comm_create(out, nranks, id, rank, 0, true);
+        return n4p_comm_create(out, nranks, id, rank, 0, true, "ncclCommInitRank");
     ncclComm_t comm = NULL;
-    ncclResult_t rc = n4p_comm_create(&comm, nranks, id, rank, 0, false);
+    ncclResult_t rc = n4p_comm_create(&comm, nranks, id, rank, 0, false, "ncclCommInitRank");
     if (rc != ncclSuccess)
         return rc;
     n4p_op o = {.kind = N4P_K_INIT_WAIT, .comm = comm};
@@ -258,7 +259,7 @@ N4P_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *
         comms[i] = NULL;
     for (i = 0; i < ndev && rc == ncclSuccess; i++)
         rc = n4p_comm_create(&comms[i], ndev, &id, i, devlist ? devlist[i] : i,
-                             false);
+                             false, "ncclCommInitAll");
     /* All ranks attached from this thread: joining cannot block. */
     for (i = 0; i < ndev && rc == ncclSuccess; i++)
         rc = n4p_wait_joined(comms[i]);
@@ -526,7 +527,7 @@ ncclResult_t n4p_exec_split(n4p_op *o)
     free(members);
     ncclUniqueId id;
     n4p_derive_id(comm->secret, 1, gen, (uint64_t)(uint32_t)o->color, &id);
-    rc = n4p_comm_create(o->newcomm, m, &id, newrank, comm->device, true);
+    rc = n4p_comm_create(o->newcomm, m, &id, newrank, comm->device, true, "ncclCommSplit");
     comm->cur_op = NULL;
     return rc;
 }
@@ -598,7 +599,7 @@ ncclResult_t n4p_exec_shrink(n4p_op *o)
     n4p_derive_id(comm->secret, 2, gen, h, &id);
     comm->cur_op = "ncclCommShrink";
     ncclResult_t rc = n4p_comm_create(o->newcomm, newn, &id, newrank,
-                                      comm->device, true);
+                                      comm->device, true, "ncclCommShrink");
     comm->cur_op = NULL;
     return rc;
 }

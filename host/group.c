@@ -125,8 +125,9 @@ static ncclResult_t run_comm(ncclComm_t comm, n4p_op *ops, int nops, char *errms
 {
     atomic_fetch_add(&comm->busy, 1);
     ncclResult_t rc = run_comm_ops(comm, ops, nops);
-    if (rc != ncclSuccess && errmsg != NULL)
-        memcpy(errmsg, comm->errmsg, N4P_ERRLEN);
+    if (rc != ncclSuccess && errmsg != NULL) /* this thread's: a split, shrink or grow
+                                                records it on the new communicator */
+        memcpy(errmsg, n4p_thread_error(), N4P_ERRLEN);
     atomic_fetch_sub(&comm->busy, 1);
     return rc;
 }

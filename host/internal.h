@@ -225,6 +225,7 @@ struct ncclComm {
     uint64_t opseq; /* operations run, for messages */
     uint64_t nsplit;
     uint64_t nshrink;
+    const char *init_op; /* the call that created it, for messages */
     _Atomic int error; /* sticky asynchronous error */
     _Atomic int busy;    /* threads running operations on this comm */
     _Atomic int aborted; /* ncclCommAbort from another thread */
@@ -451,7 +452,7 @@ ncclResult_t n4p_check_call(ncclComm_t comm, const char *name, int dtype, size_t
 ncclResult_t n4p_submit_data(int kind, ncclComm_t comm, const void *sendbuff, void *recvbuff,
                              size_t count, int dtype, int op, int root, const void *acc);
 ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id,
-                             int rank, int device, bool wait);
+                             int rank, int device, bool wait, const char *op);
 ncclResult_t n4p_exec_split(n4p_op *o);
 ncclResult_t n4p_exec_shrink(n4p_op *o);
 ncclResult_t n4p_resolve_op(ncclComm_t comm, int op, int dtype, n4p_redspec *rs);

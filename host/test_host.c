@@ -1135,6 +1135,31 @@ static void t_init_all(void)
     shm_leftovers("init_all");
 }
 
+/* A group of two communicators whose shrink fails while it creates the new
+ * communicator (rank 1 does not take part: a timeout): ncclGroupEnd's error
+ * text is that failure's. */
+static void t_group_child_error(void)
+{
+    ncclComm_t comms[2], sub[2] = {NULL, NULL};
+    OK(ncclCommInitAll(comms, 2, NULL));
+    int one = 0;
+    setenv("NCCL4PY_HOST_TIMEOUT", "1", 1); /* for the new communicators */
+    OK(ncclGroupStart());
+    OK(ncclCommShrink(comms[0], NULL, 0, &sub[0], NULL, 0));
+    OK(ncclCommShrink(comms[1], &one, 1, &sub[1], NULL, 0));
+    ncclResult_t rc = ncclGroupEnd();
+    setenv("NCCL4PY_HOST_TIMEOUT", "20", 1);
+    CHECK(rc == ncclTimeout, "group with a shrink that times out -> %d", (int)rc);
+    CHECK(strstr(ncclGetLastError(NULL), "timed out") != NULL &&
+              strstr(ncclGetLastError(NULL), "ncclCommShrink") != NULL,
+          "message: %s", ncclGetLastError(NULL));
+    if (sub[1] != NULL)
+        OK(ncclCommDestroy(sub[1]));
+    OK(ncclCommDestroy(comms[0]));
+    OK(ncclCommDestroy(comms[1]));
+    shm_leftovers("group_child_error");
+}
+
 /* ------------------------------------------------- untrusted segments -- */
 
 /* A joining rank must refuse, with a clear error and without crashing, a
@@ -1538,6 +1563,10 @@ int main(int argc, char **argv)
     if (selected(argc, argv, "init_all")) {
         header("init_all", 3);
         t_init_all();
+    }
+    if (selected(argc, argv, "group_child_error")) {
+        header("group_child_error", 2);
+        t_group_child_error();
     }
     if (selected(argc, argv, "kill")) {
         setenv("NCCL4PY_HOST_TIMEOUT", "3", 1);
