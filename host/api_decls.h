@@ -26,6 +26,8 @@ extern __typeof__(*(ncclCommAbort_fn)0) ncclCommAbort;
 extern __typeof__(*(ncclCommRevoke_fn)0) ncclCommRevoke;
 extern __typeof__(*(ncclCommSplit_fn)0) ncclCommSplit;
 extern __typeof__(*(ncclCommShrink_fn)0) ncclCommShrink;
+extern __typeof__(*(ncclCommGetUniqueId_fn)0) ncclCommGetUniqueId;
+extern __typeof__(*(ncclCommGrow_fn)0) ncclCommGrow;
 extern __typeof__(*(ncclCommSuspend_fn)0) ncclCommSuspend;
 extern __typeof__(*(ncclCommResume_fn)0) ncclCommResume;
 extern __typeof__(*(ncclCommMemStats_fn)0) ncclCommMemStats;

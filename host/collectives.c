@@ -431,6 +431,9 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
     case N4P_K_SHRINK:
         c->opseq++;
         return n4p_exec_shrink(o);
+    case N4P_K_GROW:
+        c->opseq++;
+        return n4p_exec_grow(o);
     default:
         break;
     }

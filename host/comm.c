@@ -68,7 +68,7 @@ ncclResult_t n4p_check_call(ncclComm_t comm, const char *name, int dtype, size_t
     return ncclSuccess;
 }
 
-static ncclResult_t check_config(const ncclConfig_t *config)
+ncclResult_t n4p_check_config(const ncclConfig_t *config)
 {
     if (config == NULL)
         return ncclSuccess;
@@ -160,16 +160,16 @@ ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id
 }
 
 /* Attach now; join now, or at the end of the enclosing group. */
-static ncclResult_t init_rank_inner(ncclComm_t *out, int nranks,
-                                    const ncclUniqueId *id, int rank)
+ncclResult_t n4p_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
+                           const char *op)
 {
     if (out == NULL)
         return n4p_fail(NULL, ncclInvalidArgument, "comm pointer is NULL");
     *out = NULL;
     if (!n4p_in_group())
-        return n4p_comm_create(out, nranks, id, rank, 0, true, "ncclCommInitRank");
+        return n4p_comm_create(out, nranks, id, rank, 0, true, op);
     ncclComm_t comm = NULL;
-    ncclResult_t rc = n4p_comm_create(&comm, nranks, id, rank, 0, false, "ncclCommInitRank");
+    ncclResult_t rc = n4p_comm_create(&comm, nranks, id, rank, 0, false, op);
     if (rc != ncclSuccess)
         return rc;
     n4p_op o = {.kind = N4P_K_INIT_WAIT, .comm = comm};
@@ -185,7 +185,12 @@ static ncclResult_t init_rank_inner(ncclComm_t *out, int nranks,
 static ncclResult_t init_rank(ncclComm_t *out, int nranks,
                               const ncclUniqueId *id, int rank)
 {
-    return n4p_group_note(init_rank_inner(out, nranks, id, rank));
+    if (id != NULL && n4p_id_is_grow(id))
+        return n4p_group_note(n4p_fail(NULL, ncclInvalidArgument,
+                                       "the unique id was made by ncclCommGetUniqueId, for "
+                                       "the new ranks of ncclCommGrow; a new communicator "
+                                       "needs one from ncclGetUniqueId"));
+    return n4p_group_note(n4p_init_rank(out, nranks, id, rank, "ncclCommInitRank"));
 }
 
 /* -------------------------------------------------------- public: init -- */
@@ -223,7 +228,7 @@ N4P_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
                                                ncclUniqueId commId, int rank,
                                                ncclConfig_t *config)
 {
-    ncclResult_t rc = check_config(config);
+    ncclResult_t rc = n4p_check_config(config);
     if (rc != ncclSuccess)
         return rc;
     return init_rank(comm, nranks, &commId, rank);
@@ -234,7 +239,7 @@ N4P_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks
                                                  ncclUniqueId *commIds,
                                                  ncclConfig_t *config)
 {
-    ncclResult_t rc = check_config(config);
+    ncclResult_t rc = n4p_check_config(config);
     if (rc != ncclSuccess)
         return rc;
     if (nId < 1 || commIds == NULL)
@@ -460,7 +465,7 @@ static ncclResult_t split_submit(ncclComm_t comm, int color, int key,
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
         return n4p_fail(comm, ncclInvalidArgument,
                         "color %d is negative (use NCCL_SPLIT_NOCOLOR)", color);
-    rc = check_config(config);
+    rc = n4p_check_config(config);
     if (rc != ncclSuccess)
         return rc;
     *newcomm = NULL;
@@ -545,7 +550,7 @@ static ncclResult_t shrink_submit(ncclComm_t comm, int *excludeRanksList,
     if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == NULL))
         return n4p_fail(comm, ncclInvalidArgument,
                         "bad exclude list (count %d)", excludeRanksCount);
-    rc = check_config(config);
+    rc = n4p_check_config(config);
     if (rc != ncclSuccess)
         return rc;
     int *ex = calloc((size_t)comm->nranks, sizeof(int));

@@ -54,8 +54,10 @@ static void op_release(n4p_op *o)
      * releases only those; clang-analyzer loses track of the compaction. */
     free(o->v); /* NOLINT(clang-analyzer-unix.Malloc) */
     free(o->exclude);
+    free(o->grow_id);
     o->v = NULL;
     o->exclude = NULL;
+    o->grow_id = NULL;
 }
 
 static bool is_p2p(const n4p_op *o)
@@ -345,7 +347,7 @@ N4P_EXPORT ncclResult_t ncclGroupEnd(void)
 static double estimate_us(const n4p_op *o)
 {
     if (o->kind == N4P_K_INIT_WAIT || o->kind == N4P_K_SPLIT ||
-        o->kind == N4P_K_SHRINK)
+        o->kind == N4P_K_SHRINK || o->kind == N4P_K_GROW)
         return 0;
     size_t n = (size_t)o->comm->nranks;
     size_t bytes = o->count * n4p_dtype_size(o->dtype);
@@ -384,7 +386,7 @@ N4P_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
     g.nops = g.cap = 0;
     for (int i = 0; i < nops; i++) {
         if (ops[i].kind == N4P_K_INIT_WAIT || ops[i].kind == N4P_K_SPLIT ||
-            ops[i].kind == N4P_K_SHRINK)
+            ops[i].kind == N4P_K_SHRINK || ops[i].kind == N4P_K_GROW)
             ops[k++] = ops[i];
         else
             op_release(&ops[i]);

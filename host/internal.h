@@ -39,6 +39,10 @@
 #define N4P_ID_SECRET_OFF 24    /* 32 random bytes, never part of a name */
 #define N4P_ID_SECRET_LEN 32
 #define N4P_SHM_NAME_MAX 64 /* "/dev/shm/nccl4py-" + 32 hex digits */
+/* An id from ncclCommGetUniqueId (grow.c) has its own tag, and the number of
+ * ranks of the communicator that made it, as an int32 at this offset. */
+#define N4P_ID_GROW_TAG "n4phostg"
+#define N4P_ID_GROW_NRANKS_OFF 56
 
 /* ------------------------------------------------------ shared segment -- */
 
@@ -225,6 +229,8 @@ struct ncclComm {
     uint64_t opseq; /* operations run, for messages */
     uint64_t nsplit;
     uint64_t nshrink;
+    uint64_t ngrow;   /* grows so far: which id the next one uses (grow.c) */
+    bool grow_id_out; /* this rank made that id (ncclCommGetUniqueId) */
     const char *init_op; /* the call that created it, for messages */
     _Atomic int error; /* sticky asynchronous error */
     _Atomic int busy;    /* threads running operations on this comm */
@@ -284,6 +290,7 @@ enum { N4P_KT_OP = 1, N4P_KT_ROOT = 2 };
     FN(ALLREDUCE_BIAS, ncclAllReduceWithBias, N4P_KT_OP)         \
     FN(SPLIT, ncclCommSplit, 0)                                  \
     FN(SHRINK, ncclCommShrink, 0)                                \
+    FN(GROW, ncclCommGrow, 0)                                    \
     OTHER(INIT_WAIT)                                             \
     FN(SEND, ncclSend, 0)                                        \
     FN(RECV, ncclRecv, 0)
@@ -311,6 +318,7 @@ typedef struct {
     ncclComm_t *newcomm;
     int *exclude;
     int nexclude;
+    ncclUniqueId *grow_id; /* grow: a copy of the id an existing rank passed, or NULL */
     /* p2p progress state */
     uint64_t done_bytes;
     bool hdr_done;
@@ -387,7 +395,8 @@ bool n4p_crowded(ncclComm_t c);
 ncclResult_t n4p_random_id(ncclUniqueId *id);
 void n4p_derive_id(const unsigned char *secret, uint64_t kind, uint64_t counter,
                    uint64_t extra, ncclUniqueId *out);
-bool n4p_id_valid(const ncclUniqueId *id);
+bool n4p_id_valid(const ncclUniqueId *id); /* made by this backend (either tag) */
+bool n4p_id_is_grow(const ncclUniqueId *id);
 ncclResult_t n4p_seg_attach(ncclComm_t comm, const ncclUniqueId *id);
 void n4p_seg_unlink(ncclComm_t comm);
 void n4p_seg_detach(ncclComm_t comm);
@@ -453,8 +462,14 @@ ncclResult_t n4p_submit_data(int kind, ncclComm_t comm, const void *sendbuff, vo
                              size_t count, int dtype, int op, int root, const void *acc);
 ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id,
                              int rank, int device, bool wait, const char *op);
+/* create now, and join now or (in a group) at the outermost ncclGroupEnd */
+ncclResult_t n4p_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
+                           const char *op);
+ncclResult_t n4p_check_config(const ncclConfig_t *config);
 ncclResult_t n4p_exec_split(n4p_op *o);
 ncclResult_t n4p_exec_shrink(n4p_op *o);
+/* grow.c */
+ncclResult_t n4p_exec_grow(n4p_op *o);
 ncclResult_t n4p_resolve_op(ncclComm_t comm, int op, int dtype, n4p_redspec *rs);
 
 /* rounds.c */

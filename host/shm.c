@@ -110,9 +110,14 @@ void n4p_derive_id(const unsigned char *secret, uint64_t kind, uint64_t counter,
     }
 }
 
+bool n4p_id_is_grow(const ncclUniqueId *id)
+{
+    return memcmp(id->internal, N4P_ID_GROW_TAG, N4P_ID_TAG_LEN) == 0;
+}
+
 bool n4p_id_valid(const ncclUniqueId *id)
 {
-    return memcmp(id->internal, N4P_ID_TAG, N4P_ID_TAG_LEN) == 0;
+    return memcmp(id->internal, N4P_ID_TAG, N4P_ID_TAG_LEN) == 0 || n4p_id_is_grow(id);
 }
 
 /* Start time (clock ticks since boot) of a process and its state letter;

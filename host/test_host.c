@@ -61,6 +61,8 @@ DECL(ncclCommRevoke)
 DECL(ncclCommFinalize)
 DECL(ncclCommSplit)
 DECL(ncclCommShrink)
+DECL(ncclCommGetUniqueId)
+DECL(ncclCommGrow)
 DECL(ncclCommGetAsyncError)
 DECL(ncclCommCount)
 DECL(ncclCommCuDevice)
@@ -1160,6 +1162,106 @@ static void t_group_child_error(void)
     shm_leftovers("group_child_error");
 }
 
+/* Grow 2 ranks to 4 from one thread, in a group (as ncclCommInitAll's ranks
+ * are driven), with the argument checks, a used id, a missing id and a new
+ * rank that never arrives. */
+static int grown_sum(ncclComm_t *c, int n, int32_t *out)
+{
+    int32_t in[8];
+    ncclResult_t rc = ncclGroupStart();
+    for (int r = 0; r < n && rc == ncclSuccess; r++) {
+        in[r] = 1 << r;
+        rc = ncclAllReduce(&in[r], &out[r], 1, ncclInt32, ncclSum, c[r], NULL);
+    }
+    ncclResult_t end = ncclGroupEnd();
+    return rc != ncclSuccess ? (int)rc : (int)end;
+}
+
+static void t_grow(void)
+{
+    ncclComm_t old[2], big[4], bad = NULL;
+    ncclUniqueId id, plain, again;
+    OK(ncclCommInitAll(old, 2, NULL));
+    OK(ncclGetUniqueId(&plain));
+    OK(ncclCommGetUniqueId(old[0], &id));
+    CHECK(ncclCommGetUniqueId(old[0], &again) == ncclInvalidUsage, "a second id before the grow");
+    CHECK(ncclCommInitRank(&bad, 4, id, 2) == ncclInvalidArgument && bad == NULL,
+          "init with a grow id");
+    struct {
+        ncclComm_t comm;
+        int n;
+        const ncclUniqueId *id;
+        int rank;
+        const char *what;
+    } refused[] = {
+        {NULL, 4, &id, 1, "a new rank below the old size"},
+        {NULL, 4, &id, 4, "a new rank at nRanks"},
+        {NULL, 2, &id, 2, "nRanks not larger"},
+        {NULL, 4, NULL, 2, "a new rank without an id"},
+        {NULL, 4, &plain, 2, "a new rank with an ncclGetUniqueId id"},
+        {old[0], 4, &id, 0, "an existing rank with a rank"},
+        {old[0], 2, &id, -1, "an existing rank, nRanks not larger"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        ncclResult_t rc = ncclCommGrow(refused[i].comm, refused[i].n, refused[i].id,
+                                       refused[i].rank, &bad, NULL);
+        CHECK(rc == ncclInvalidArgument && bad == NULL, "%s -> %d", refused[i].what, (int)rc);
+    }
+    OK(ncclGroupStart());
+    OK(ncclCommGrow(old[0], 4, &id, -1, &big[0], NULL));
+    OK(ncclCommGrow(old[1], 4, NULL, -1, &big[1], NULL));
+    OK(ncclCommGrow(NULL, 4, &id, 2, &big[2], NULL));
+    OK(ncclCommGrow(NULL, 4, &id, 3, &big[3], NULL));
+    OK(ncclGroupEnd());
+    int32_t sum[4] = {0};
+    CHECK(grown_sum(big, 4, sum) == ncclSuccess, "all-reduce on the grown comm");
+    for (int r = 0; r < 4; r++) {
+        int cnt = -1, ur = -1;
+        OK(ncclCommCount(big[r], &cnt));
+        OK(ncclCommUserRank(big[r], &ur));
+        CHECK(cnt == 4 && ur == r && sum[r] == 15, "grown rank %d: %d of %d, sum %d", r, ur, cnt,
+              (int)sum[r]);
+    }
+    CHECK(grown_sum(old, 2, sum) == ncclSuccess && sum[0] == 3, "the parent still works");
+    for (int r = 0; r < 4; r++)
+        OK(ncclCommDestroy(big[r]));
+    /* the id is used up */
+    OK(ncclGroupStart());
+    OK(ncclCommGrow(old[0], 3, &id, -1, &big[0], NULL));
+    OK(ncclCommGrow(old[1], 3, NULL, -1, &big[1], NULL));
+    CHECK(ncclGroupEnd() == ncclInvalidArgument, "a used id: %s", ncclGetLastError(NULL));
+    /* nobody made an id */
+    OK(ncclGroupStart());
+    OK(ncclCommGrow(old[0], 3, NULL, -1, &big[0], NULL));
+    OK(ncclCommGrow(old[1], 3, NULL, -1, &big[1], NULL));
+    CHECK(ncclGroupEnd() == ncclInvalidUsage, "no id made: %s", ncclGetLastError(NULL));
+    /* the coordinator kept its id to itself */
+    OK(ncclCommGetUniqueId(old[1], &id));
+    OK(ncclGroupStart());
+    OK(ncclCommGrow(old[0], 3, NULL, -1, &big[0], NULL));
+    OK(ncclCommGrow(old[1], 3, NULL, -1, &big[1], NULL));
+    CHECK(ncclGroupEnd() == ncclInvalidUsage, "coordinator without id: %s",
+          ncclGetLastError(NULL));
+    /* that id is still good; a new rank that never arrives is a timeout */
+    setenv("NCCL4PY_HOST_TIMEOUT", "1", 1);
+    OK(ncclGroupStart());
+    OK(ncclCommGrow(old[0], 4, &id, -1, &big[0], NULL));
+    OK(ncclCommGrow(old[1], 4, &id, -1, &big[1], NULL));
+    OK(ncclCommGrow(NULL, 4, &id, 2, &big[2], NULL));
+    ncclResult_t rc = ncclGroupEnd();
+    setenv("NCCL4PY_HOST_TIMEOUT", "20", 1);
+    CHECK(rc == ncclTimeout, "a missing new rank -> %d", (int)rc);
+    CHECK(strstr(ncclGetLastError(NULL), "ncclCommGrow") != NULL &&
+              strstr(ncclGetLastError(NULL), "missing: rank 3") != NULL,
+          "message: %s", ncclGetLastError(NULL));
+    CHECK(big[0] == NULL && big[1] == NULL && big[2] != NULL, "after the timeout");
+    OK(ncclCommDestroy(big[2])); /* the new rank's, failed */
+    CHECK(grown_sum(old, 2, sum) == ncclSuccess && sum[1] == 3, "the parent still works");
+    OK(ncclCommDestroy(old[0]));
+    OK(ncclCommDestroy(old[1]));
+    shm_leftovers("grow");
+}
+
 /* ------------------------------------------------- untrusted segments -- */
 
 /* A joining rank must refuse, with a clear error and without crashing, a
@@ -1563,6 +1665,10 @@ int main(int argc, char **argv)
     if (selected(argc, argv, "init_all")) {
         header("init_all", 3);
         t_init_all();
+    }
+    if (selected(argc, argv, "grow")) {
+        header("grow", 4);
+        t_grow();
     }
     if (selected(argc, argv, "group_child_error")) {
         header("group_child_error", 2);

@@ -266,14 +266,21 @@ class Communicator(_nccl._CommunicatorBase):
             ptr, ranks, len(ranks), out, _cfg_ptr(config), f), config)
 
     def get_unique_id(self) -> UniqueId:
-        """This communicator's id for ``grow`` (``ncclCommGetUniqueId``)."""
-        self._check_valid("get unique id")
-        return UniqueId(_b.comm_get_unique_id(self.ptr))
+        """The id new ranks need to join this communicator's next ``grow``
+        (``ncclCommGetUniqueId``).  One rank, the coordinator, makes it and
+        hands it to the new ranks; one id serves one grow."""
+        with self._using("get unique id") as ptr:
+            return UniqueId(_b.comm_get_unique_id(ptr))
 
     def grow(self, nranks: int, unique_id: UniqueId | None = None, rank: int | None = None,
              config: NCCLConfig | None = None) -> "Communicator":
-        """Grow to ``nranks``: existing ranks call it on their communicator with
-        ``rank=None``; new ranks call it on ``Communicator()`` with their rank."""
+        """A communicator of ``nranks`` ranks: this one's and new ones (``ncclCommGrow``).
+
+        Every rank calls it with the same ``nranks``.  Existing ranks call it on
+        their communicator with ``rank=None`` and keep their ranks; the one that
+        made the id with ``get_unique_id()`` passes it, the others may pass
+        None.  New ranks call it on ``Communicator()`` with that id and their
+        ``rank``, from the old size up."""
         n = operator.index(nranks)
         r = -1 if rank is None else operator.index(rank)
         if rank is not None and self.ptr:
