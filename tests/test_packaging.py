@@ -101,6 +101,20 @@ def test_wheel_contents_and_metadata(dists):
     assert not [c for c in classifiers if c.startswith("License ::")]  # SPDX replaces them
 
 
+def _upstream_wheel(where: Path, version: str) -> Path:
+    """A stand-in for NVIDIA's nccl4py wheel of *version* (metadata and one marker file)."""
+    name = f"nccl4py-{version}"
+    path = where / f"{name}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("nccl/upstream_marker.py", "")
+        z.writestr(f"{name}.dist-info/METADATA",
+                   f"Metadata-Version: 2.1\nName: nccl4py\nVersion: {version}\n")
+        z.writestr(f"{name}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
+                   "Root-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{name}.dist-info/RECORD", "")
+    return path
+
+
 def test_wheel_from_sdist_runs_an_example_in_a_fresh_venv(dists, tmp_path):
     sdist, wheel = dists
     src = tmp_path / "unpacked"
@@ -113,6 +127,20 @@ def test_wheel_from_sdist_runs_an_example_in_a_fresh_venv(dists, tmp_path):
     py = str(venv / "bin" / "python")
     env = clean_env(PYTHONPATH=None, PIP_DISABLE_PIP_VERSION_CHECK="1")
     run([py, "-m", "pip", "install", "-q", str(wheel)], env=env)
+    # the version keeps its place: upstream's 0.6.0 does not replace it
+    index = tmp_path / "index"
+    index.mkdir()
+    _upstream_wheel(index, "0.6.0")
+    _upstream_wheel(index, "0.5.0")
+    installed = run([py, "-c", "import nccl; print(nccl.__version__)"], cwd=tmp_path,
+                    env=env).stdout.strip()
+    for args in (["nccl4py>=0.3"], ["-U", "nccl4py"], ["nccl4py~=0.6.0"]):
+        run([py, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(index), *args],
+            env=env)
+        now = run([py, "-c", "import nccl, os; print(nccl.__version__, "
+                   "os.path.exists(os.path.join(nccl.__path__[0], 'upstream_marker.py')))"],
+                  cwd=tmp_path, env=env).stdout.split()
+        assert now == [installed, "False"], (args, now)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     where = run([py, "-c", "import nccl; print(nccl.__file__)"], cwd=elsewhere, env=env)

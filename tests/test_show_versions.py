@@ -284,3 +284,23 @@ def test_gpu_runtime_is_tolerant():
     assert gpu_runtime(Fake)["device_count"] == 3
     broken = gpu_runtime(Broken)
     assert broken["device_count"] is None and "no driver" in broken["device_count_error"]
+
+
+def test_the_version_states_the_upstream_api_level():
+    """<upstream>.<N>: sorts after upstream's own release of that API and
+    before its next, so `nccl4py>=0.3` and `pip install -U` keep this package
+    (tests/test_packaging.py asks pip itself)."""
+    from packaging.specifiers import SpecifierSet
+
+    from nccl import _version
+
+    v, level = Version(_version.__version__), Version(_version.API_LEVEL)
+    assert str(level) == "0.6.0"  # nccl4py 0.6.0's API (tests/test_core_0_6.py)
+    assert v.release[:3] == level.release and len(v.release) == 4 and v.release[3] >= 1
+    assert not v.is_prerelease and not v.is_postrelease and v.local is None  # PyPI-safe
+    for upstream in ("0.2.0", "0.3.1", "0.5.0", "0.6.0", "0.6.0.post1"):
+        assert v > Version(upstream)
+    for later in ("0.6.1", "0.7.0"):
+        assert v < Version(later)
+    for requirement in (">=0.3", ">=0.6", "~=0.6.0", "==0.6.*", ">=0.2,<0.7"):
+        assert v in SpecifierSet(requirement), requirement
