@@ -1,12 +1,28 @@
-"""Exceptions raised by the low-level bindings.
+"""The exceptions of nccl4py: one family under :class:`Nccl4pyError`.
 
-Kept in plain Python so that they pickle by reference and can be re-created
-in a process that has no library loaded.
+::
+
+    Nccl4pyError                   anything nccl4py raises on its own account
+    ├── NCCLError                  the library returned an error status
+    │   └── NcclTimeoutError       the watchdog timed a call out
+    ├── NcclInvalid                invalid use, found before any library call
+    ├── NotSupportedError          no library could be loaded (a RuntimeError)
+    └── FunctionNotFoundError      the library lacks a C function (a NotImplementedError)
+
+Upstream's names and bases are kept (``NCCLError`` and ``NcclInvalid`` are
+``Exception`` subclasses there, and still are).  Every class is public in
+``nccl.core`` (and the library's ones in ``nccl.bindings``); their
+``__module__`` says ``nccl.core``, which is what tracebacks print and where
+pickle finds them.  Kept in plain Python so that they pickle by reference and
+can be re-created in a process that has no library loaded.
 """
 from __future__ import annotations
 
-__all__ = ["NCCLError", "NcclTimeoutError", "NotSupportedError", "FunctionNotFoundError",
-           "NcclInvalid"]
+__all__ = ["Nccl4pyError", "NCCLError", "NcclTimeoutError", "NotSupportedError",
+           "FunctionNotFoundError", "NcclInvalid"]
+
+# The public module of every class below (tracebacks, repr, pickle).
+_PUBLIC_MODULE = "nccl.core"
 
 # Used only when the library itself cannot be asked (e.g. after unpickling in
 # a process without it).
@@ -44,7 +60,14 @@ def _describe(status: int) -> str:
     return msg
 
 
-class NCCLError(Exception):
+class Nccl4pyError(Exception):
+    """The root of nccl4py's exceptions: ``except Nccl4pyError`` catches a
+    failing library call, a refused argument, a missing library or a missing
+    C function alike.  Errors of Python itself (``TypeError`` for an argument
+    of the wrong type, ``ValueError``, ``OSError``) stay what they are."""
+
+
+class NCCLError(Nccl4pyError):
     """A call into NCCL/RCCL returned an error status.
 
     ``.status`` is the ``ncclResult_t`` value; the message is
@@ -94,15 +117,15 @@ class NcclTimeoutError(NCCLError):
         return (type(self), (self.status, str(self), self.operation, self.seq, self.waited))
 
 
-class NotSupportedError(RuntimeError):
+class NotSupportedError(Nccl4pyError, RuntimeError):
     """No usable NCCL/RCCL library could be loaded."""
 
 
-class FunctionNotFoundError(NotImplementedError):
+class FunctionNotFoundError(Nccl4pyError, NotImplementedError):
     """The loaded library does not export the C function a wrapper needs."""
 
 
-class NcclInvalid(Exception):
+class NcclInvalid(Nccl4pyError):
     """Invalid use of the high-level API (``nccl.core``), found before any
     library call: a bad buffer, dtype, count, device or state."""
 
@@ -115,3 +138,9 @@ class NcclInvalid(Exception):
 
     def __repr__(self):
         return f"<NcclInvalid: {self.msg}>"
+
+
+for _cls in (Nccl4pyError, NCCLError, NcclTimeoutError, NotSupportedError,
+             FunctionNotFoundError, NcclInvalid):
+    _cls.__module__ = _PUBLIC_MODULE
+del _cls

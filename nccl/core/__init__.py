@@ -8,6 +8,7 @@ Buffers are anything with DLPack, the buffer protocol or
 ``__cuda_array_interface__`` (torch, CuPy, JAX, NumPy, ...), or explicit
 ``(buf, count)``, ``(buf, dtype)``, ``(buf, count, dtype)`` specs.
 """
+from nccl._errors import FunctionNotFoundError, NCCLError, Nccl4pyError, NotSupportedError
 from .typing import *  # noqa: F401,F403
 from .typing import __all__ as _typing_all
 from .constants import *  # noqa: F401,F403
@@ -29,6 +30,7 @@ from .memory import HostBuffer, mem_alloc, mem_free
 from . import buffer, cuda  # nccl4py 0.6's submodules
 
 __all__ = [*_typing_all, *_constants_all,
+           "Nccl4pyError", "NCCLError", "NotSupportedError", "FunctionNotFoundError",
            "NCCLCollConfig", "VendorOption", "NCCLCommProperties", "NCCLTeam",
            "TeamRequirement", "LsaBarrierRequirement", "GinBarrierRequirement", "LLA2ARequirement",
            "params", "dump_params", "set_encryption",
