@@ -380,9 +380,18 @@ def render(info: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from nccl._cli import quiet_pipe
+
+    return quiet_pipe(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
+    from nccl._cli import add_version
+
     ap = argparse.ArgumentParser(prog="python -m nccl",
                                  description="``python -m nccl``: what nccl4py found on this machine.")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_version(ap)
     ns = ap.parse_args(argv)
     info = collect()
     print(json.dumps(info, indent=2) if ns.json else render(info))

@@ -33,13 +33,17 @@ def main(argv: list[str] | None = None) -> int:
     an ``-n`` over the machine's limits.  Processes the ranks leave running
     are stopped at the end.  See docs/launcher.md.
     """
+    from nccl._cli import quiet_pipe
     from nccl._launch.launcher import main as launcher_main
 
-    try:
-        return launcher_main(argv)
-    except SystemExit as exc:  # argparse: --help, usage errors
-        code = exc.code
-        return code if isinstance(code, int) else (0 if code is None else 2)
+    def run() -> int:
+        try:
+            return launcher_main(argv)
+        except SystemExit as exc:  # argparse: --help, --version, usage errors
+            code = exc.code
+            return code if isinstance(code, int) else (0 if code is None else 2)
+
+    return quiet_pipe(run)
 
 
 if __name__ == "__main__":

@@ -186,12 +186,25 @@ def _print(result: dict, out) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from nccl._cli import quiet_pipe
+
+    return quiet_pipe(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
+    from nccl._cli import add_version
+
     p = argparse.ArgumentParser(prog="python -m nccl.trace",
                                 description="Diagnose a hang or mismatch from the flight records "
                                 "of all ranks (NCCL4PY_TRACE_DIR).")
     p.add_argument("dir", help="directory with the ranks' rank<R>.json records")
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    add_version(p)
     args = p.parse_args(argv)
+    if not Path(args.dir).is_dir():
+        what = "is not a directory" if Path(args.dir).exists() else "no such directory"
+        print(f"python -m nccl.trace: {args.dir}: {what}", file=sys.stderr)
+        return 2
     records = load(args.dir)
     if not records:
         print(f"python -m nccl.trace: no flight records (*.json) in {args.dir}", file=sys.stderr)

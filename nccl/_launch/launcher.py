@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 
+from nccl._cli import add_version
 from nccl._discovery import gpus_visible
 from nccl._launch import forward, hostshm, limits, procgroup, uniqueid
 from nccl._launch.argtypes import number
@@ -113,6 +114,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         help="stop all ranks after SECONDS and exit with status 124")
     parser.add_argument("--oversubscribe", action="store_true",
                         help="allow more than 4 ranks per CPU (see limits below)")
+    add_version(parser)
     # Shown in the help; the command itself is split off before parsing.
     parser.add_argument("-m", dest="module", metavar="MODULE",
                         help="run library module MODULE as a script, like python -m")

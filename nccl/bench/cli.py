@@ -12,6 +12,7 @@ import sys
 import tempfile
 from typing import Any
 
+from nccl._cli import add_version
 from nccl._launch.argtypes import number
 from nccl._launch.forward import forwarding_signals
 
@@ -160,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress-every", type=_seconds, default=10.0, metavar="SECONDS",
                    help="when stderr is not a terminal, a progress line every SECONDS "
                    "(default 10; 0: none)")
+    add_version(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--command-line", help=argparse.SUPPRESS)
     return p
@@ -283,6 +285,12 @@ def _plot_from(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from nccl._cli import quiet_pipe
+
+    return quiet_pipe(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
