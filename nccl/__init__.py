@@ -6,8 +6,14 @@ versions of nccl4py, of its bindings and of the library in use (see
 ``nccl._diagnostics``).  Importing this package loads no library; the first
 call does.
 """
-from ._version import __version__
-from ._hip_compat import register as _register_cuda_core_shim
+from ._source_tree import use_installed_copy as _use_installed_copy
+
+# A source checkout without its build: take the submodules from the installed
+# copy (see nccl._source_tree).  Before anything else is imported.
+_use_installed_copy(__path__)
+
+from ._version import __version__  # noqa: E402
+from ._hip_compat import register as _register_cuda_core_shim  # noqa: E402
 
 _register_cuda_core_shim()  # ROCm only, when cuda.core is not installed (see nccl._hip_compat)
 

@@ -393,7 +393,16 @@ def _main(argv: list[str] | None) -> int:
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     add_version(ap)
     ns = ap.parse_args(argv)
-    info = collect()
+    try:
+        info = collect()
+    except ImportError:
+        from nccl._source_tree import missing_build
+
+        hint = missing_build()
+        if hint is None:
+            raise
+        print(f"python -m nccl: {hint}", file=sys.stderr)
+        return 1
     print(json.dumps(info, indent=2) if ns.json else render(info))
     return 0
 

@@ -122,11 +122,26 @@ def test_wheel_from_sdist_runs_an_example_in_a_fresh_venv(dists, tmp_path):
     with tarfile.open(sdist) as t:
         t.extractall(src, **safe)
     (example,) = src.glob("*/examples/01_basic/01_allreduce.py")
+    (checkout,) = [d for d in src.iterdir() if d.is_dir()]  # as a fresh checkout has it
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
     py = str(venv / "bin" / "python")
     env = clean_env(PYTHONPATH=None, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    # before installing: from the checkout, one line says what to do
+    p = subprocess.run([py, "-m", "nccl"], cwd=checkout, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 1 and p.stdout == "", p.stdout
+    assert p.stderr.count("\n") == 1 and "its C extension is not built" in p.stderr, p.stderr
+    assert "pip install -e ." in p.stderr
     run([py, "-m", "pip", "install", "-q", str(wheel)], env=env)
+    # `pip install .` then README's commands from the checkout's root: the
+    # checkout's nccl/ (no build) takes its submodules from the installed copy
+    p = run([py, "-m", "nccl.run", "-n", "2", "--timeout", "120", "examples/core_allreduce.py"],
+            cwd=checkout, env=env, timeout=180)
+    assert len(p.stdout.strip().splitlines()) == 2 and "sum 3, max 2" in p.stdout, p.stdout
+    assert p.stderr == "", p.stderr
+    p = run([py, "-m", "nccl"], cwd=checkout, env=env)
+    assert "bundled host backend: present" in p.stdout and str(venv) in p.stdout
     # the version keeps its place: upstream's 0.6.0 does not replace it
     index = tmp_path / "index"
     index.mkdir()

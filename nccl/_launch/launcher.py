@@ -528,6 +528,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         uid = uniqueid.launcher_unique_id()
     except Exception as exc:
+        from nccl._source_tree import missing_build
+
+        hint = missing_build() if isinstance(exc, ImportError) else None
+        if hint is not None:  # a source tree without its build: --backend host won't help
+            sys.stderr.write(f"nccl.run: {hint}\n")
+            return 1
         sys.stderr.write(
             f"nccl.run: cannot create the unique id: {exc}\n"
             "nccl.run: use --backend host for the bundled host backend, or set "
