@@ -48,7 +48,10 @@ def _is_launcher_var(name: str) -> bool:
 
 
 def _base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not _is_launcher_var(k)}
+    # Not the recording stub the test process loads (NCCL_LIBRARY): the ranks
+    # choose their library with --backend (which names a variable it drops).
+    env = {k: v for k, v in os.environ.items()
+           if not _is_launcher_var(k) and k != "NCCL_LIBRARY"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [PKG_ROOT, os.environ.get("PYTHONPATH")]))
     return env
 
@@ -383,11 +386,29 @@ def test_select_backend(tmp_path):
     env = {}
     launcher.select_backend("nccl", env)
     assert env == {"NCCL4PY_PLATFORM": "cuda"}
-    # auto: explicit settings win, then GPUs, then the host backend
-    for preset in ({"NCCL_LIBRARY": "/x"}, {"NCCL4PY_BACKEND": "other"}):
+    # auto: explicit settings win (as in the loader), then GPUs, then the host backend
+    for preset in ({"NCCL_LIBRARY": "/x"}, {"NCCL4PY_BACKEND": "other"},
+                   {"NCCL4PY_PLATFORM": "cuda"}):
         env = dict(preset)
-        launcher.select_backend("auto", env, str(nodev))
-        assert env == preset
+        notes: list[str] = []
+        launcher.select_backend("auto", env, str(nodev), notes)
+        assert env == preset and notes == []
+    # an explicit --backend names the variables of the caller it overrides
+    notes = []
+    env = {"NCCL_LIBRARY": "/x", "NCCL4PY_PLATFORM": "cuda"}
+    launcher.select_backend("host", env, str(nodev), notes)
+    assert env == {"NCCL4PY_BACKEND": "host", "NCCL4PY_PLATFORM": "cuda"}
+    assert len(notes) == 2 and "NCCL_LIBRARY=/x is dropped" in notes[0]
+    assert "NCCL4PY_PLATFORM=cuda does not apply" in notes[1]
+    notes = []
+    env = {"NCCL4PY_BACKEND": "host", "NCCL4PY_PLATFORM": "cuda"}
+    launcher.select_backend("rccl", env, None, notes)
+    assert env == {"NCCL4PY_PLATFORM": "rocm"}
+    assert notes == ["--backend rccl: NCCL4PY_BACKEND=host is dropped",
+                     "--backend rccl: NCCL4PY_PLATFORM=cuda becomes NCCL4PY_PLATFORM=rocm"]
+    notes = []
+    launcher.select_backend("nccl", {"NCCL4PY_PLATFORM": "cuda"}, None, notes)
+    assert notes == []
     env = {}
     assert launcher.select_backend("auto", env, str(nodev)) == "host"
     assert env == {"NCCL4PY_BACKEND": "host"}
@@ -427,6 +448,11 @@ def test_rank_environment_and_hex():
     assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == \
         ("1", "4", "1", "4")
     assert uniqueid.decode(env["NCCL4PY_UNIQUE_ID"]) == uid
+    assert "MASTER_ADDR" not in env
+    addr, port = launcher.master_address()
+    assert addr == "127.0.0.1" and 0 < port < 65536
+    env = launcher.rank_environment({"MASTER_PORT": "1"}, 0, 2, None, (addr, port))
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == (addr, str(port))
     with pytest.raises(ValueError):
         uniqueid.encode(b"short")
 
@@ -968,3 +994,50 @@ def _cmdline(pid: int) -> str:
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+# ------------------------------------------------- among other launchers
+
+
+def test_np_is_mpiruns_spelling_of_n(tmp_path, run_env):
+    prog = script(tmp_path, "print('rank', RANK, os.environ['WORLD_SIZE'])\n")
+    p = run_launcher(run_env, "-np", 3, prog)
+    assert p.returncode == 0, p.stderr
+    assert sorted(p.stdout.split("\n")[:3]) == ["rank 0 3", "rank 1 3", "rank 2 3"]
+
+
+def test_callers_platform_is_kept_or_its_override_named(tmp_path, run_env):
+    """With --backend auto and no GPU, a caller's NCCL4PY_PLATFORM is kept (as
+    the loader keeps it), not silently replaced by NCCL4PY_BACKEND=host."""
+    nodev = tmp_path / "dev"
+    nodev.mkdir()
+    prog = script(tmp_path, "print(RANK, os.environ.get('NCCL4PY_BACKEND'), "
+                            "os.environ.get('NCCL4PY_PLATFORM'))\n")
+    env = dict(run_env, NCCL4PY_PLATFORM="cuda", NCCL4PY_TEST_DEV_DIR=str(nodev),
+               **{uniqueid.FAKE_ID_ENV: "1"})  # the id is not what this is about
+    p = run_launcher(env, "-n", 2, prog)
+    assert p.returncode == 0, p.stderr
+    assert sorted(p.stdout.splitlines()) == ["0 None cuda", "1 None cuda"]
+    assert "note" not in p.stderr
+    p = run_launcher(env, "-n", 1, "--backend", "host", prog)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["0 host cuda"]
+    assert "nccl.run: note: --backend host: NCCL4PY_PLATFORM=cuda does not apply" in p.stderr
+
+
+def test_master_addr_and_port_for_torch_env_init(tmp_path, run_env):
+    """torch.distributed.init_process_group() with env:// works under nccl.run
+    as under torchrun (gloo, CPU)."""
+    pytest.importorskip("torch")
+    prog = script(tmp_path, """
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo", timeout=__import__("datetime").timedelta(seconds=20))
+        t = torch.tensor([float(dist.get_rank() + 1)])
+        dist.all_reduce(t)
+        print(dist.get_rank(), dist.get_world_size(), int(t.item()), flush=True)
+        dist.destroy_process_group()
+        """)
+    p = subprocess.run(_launch_cmd("-n", 3, prog), env=run_env, capture_output=True,
+                       text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert sorted(p.stdout.splitlines()) == ["0 3 6", "1 3 6", "2 3 6"]

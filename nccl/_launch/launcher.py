@@ -17,6 +17,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -45,16 +46,21 @@ _EPILOG = """\
 variables set in every rank:
   NCCL4PY_RANK, NCCL4PY_NRANKS, NCCL4PY_LOCAL_RANK, NCCL4PY_LOCAL_SIZE
   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (as torchrun sets them)
+  MASTER_ADDR=127.0.0.1, MASTER_PORT (a free port), so that torch's
+    init_process_group() with env:// works as under torchrun
   NCCL4PY_UNIQUE_ID (the id as 256 hex digits)
   NCCL4PY_BACKEND=host when the host backend is selected
 
 backends:
-  auto  (default) NCCL_LIBRARY or NCCL4PY_BACKEND when already set; otherwise
-        the GPU library when GPUs are visible (/dev/nvidia* or /dev/kfd, not
-        hidden by CUDA/HIP/ROCR_VISIBLE_DEVICES), else the host backend
+  auto  (default) NCCL_LIBRARY, NCCL4PY_BACKEND or NCCL4PY_PLATFORM when
+        already set, as the loader does; otherwise the GPU library when GPUs
+        are visible (/dev/nvidia* or /dev/kfd, not hidden by
+        CUDA/HIP/ROCR_VISIBLE_DEVICES), else the host backend
   host  the bundled host backend (NCCL4PY_BACKEND=host; NCCL_LIBRARY is dropped)
   nccl  NCCL4PY_PLATFORM=cuda (the loader finds libnccl; NCCL_LIBRARY is kept)
   rccl  NCCL4PY_PLATFORM=rocm (the loader finds librccl; NCCL_LIBRARY is kept)
+  A variable of yours that --backend host/nccl/rccl overrides is named on
+  stderr.
 
 limits:
   -n is checked before anything starts: at most 1024 ranks on the host
@@ -151,31 +157,60 @@ def split_command(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
 
 # ------------------------------------------------------------------- backend
 
-def select_backend(choice: str, environ, dev: str | None = None) -> str:
-    """Apply ``--backend choice`` to *environ* (a mutable mapping); describe the result."""
+def select_backend(choice: str, environ, dev: str | None = None,
+                   notes: list[str] | None = None) -> str:
+    """Apply ``--backend choice`` to *environ* (a mutable mapping); describe the result.
+
+    With ``auto``, a library the caller chose (``NCCL_LIBRARY``,
+    ``NCCL4PY_BACKEND``, ``NCCL4PY_PLATFORM``) is kept, as the loader keeps
+    it.  An explicit choice that overrides one of them appends a line saying
+    so to *notes*."""
+    def override(name: str, value: str | None) -> None:
+        old = environ.get(name)
+        if old and old != value and notes is not None:
+            what = "is dropped" if value is None else f"becomes {name}={value}"
+            notes.append(f"--backend {choice}: {name}={old} {what}")
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
+
     if choice == "host":
-        environ.pop("NCCL_LIBRARY", None)
-        environ["NCCL4PY_BACKEND"] = "host"
+        override("NCCL_LIBRARY", None)
+        override("NCCL4PY_BACKEND", "host")
+        if environ.get("NCCL4PY_PLATFORM") and notes is not None:
+            notes.append(f"--backend host: NCCL4PY_PLATFORM={environ['NCCL4PY_PLATFORM']} "
+                         "does not apply (NCCL4PY_BACKEND=host selects the host backend)")
         return "host"
     if choice in ("nccl", "rccl"):
-        environ.pop("NCCL4PY_BACKEND", None)
-        environ["NCCL4PY_PLATFORM"] = "cuda" if choice == "nccl" else "rocm"
+        override("NCCL4PY_BACKEND", None)
+        override("NCCL4PY_PLATFORM", "cuda" if choice == "nccl" else "rocm")
         return choice
     if choice != "auto":
         raise ValueError(f"unknown backend {choice!r}")
-    if environ.get("NCCL_LIBRARY"):
-        return f"NCCL_LIBRARY={environ['NCCL_LIBRARY']}"
-    if environ.get("NCCL4PY_BACKEND"):
-        return f"NCCL4PY_BACKEND={environ['NCCL4PY_BACKEND']}"
+    for name in ("NCCL_LIBRARY", "NCCL4PY_BACKEND", "NCCL4PY_PLATFORM"):
+        if environ.get(name):
+            return f"{name}={environ[name]}"
     if gpus_visible(environ, dev):
         return "gpu"
     environ["NCCL4PY_BACKEND"] = "host"
     return "host"
 
 
-def rank_environment(base, rank: int, nranks: int, uid_hex: str | None) -> dict[str, str]:
+def master_address() -> tuple[str, int]:
+    """``(MASTER_ADDR, MASTER_PORT)`` for the ranks of one job: this machine's
+    loopback address and a TCP port free now (the kernel picks it), where
+    torch's env:// rendezvous (rank 0) listens."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return "127.0.0.1", int(s.getsockname()[1])
+
+
+def rank_environment(base, rank: int, nranks: int, uid_hex: str | None,
+                     master: tuple[str, int] | None = None) -> dict[str, str]:
     """The environment of rank *rank*: *base* plus the launcher's variables
-    (the unique id only when *uid_hex* is given)."""
+    (the unique id only when *uid_hex* is given, MASTER_ADDR/MASTER_PORT
+    only when *master* is)."""
     env = dict(base)
     for names, value in (
         (("NCCL4PY_RANK", "RANK", "LOCAL_RANK", "NCCL4PY_LOCAL_RANK"), rank),
@@ -185,6 +220,8 @@ def rank_environment(base, rank: int, nranks: int, uid_hex: str | None) -> dict[
             env[name] = str(value)
     if uid_hex is not None:
         env[uniqueid.UNIQUE_ID_ENV] = uid_hex
+    if master is not None:
+        env["MASTER_ADDR"], env["MASTER_PORT"] = master[0], str(master[1])
     return env
 
 
@@ -323,6 +360,7 @@ class Launcher:
         self.out = _LineWriter(sys.stdout)
         self.threads: list[threading.Thread] = []
         self._preexec = None
+        self.master = master_address()
 
     # -- messages
     def say(self, text: str) -> None:
@@ -357,7 +395,7 @@ class Launcher:
         piped = subprocess.PIPE
         return subprocess.Popen(
             self.command,
-            env=rank_environment(self.base_env, rank, self.nranks, self.uid_hex),
+            env=rank_environment(self.base_env, rank, self.nranks, self.uid_hex, self.master),
             stdin=None if rank == 0 else subprocess.DEVNULL,  # like mpirun: stdin to rank 0
             stdout=piped,
             stderr=piped,
@@ -520,7 +558,10 @@ def main(argv: list[str] | None = None) -> int:
         # "--" keeps python from reading a script named "-x.py" as an option
         child = [sys.executable, *(["--"] if command[0].startswith("-") else []), *command]
 
-    backend = select_backend(opts.backend, os.environ)
+    notes: list[str] = []
+    backend = select_backend(opts.backend, os.environ, notes=notes)
+    for note in notes:
+        sys.stderr.write(f"nccl.run: note: {note}\n")
     host = backend == "host" or os.environ.get("NCCL4PY_BACKEND") == "host"
     problem = limits.check_nranks(opts.nranks, host=host, oversubscribe=opts.oversubscribe)
     if problem is not None:
