@@ -1041,3 +1041,56 @@ def test_master_addr_and_port_for_torch_env_init(tmp_path, run_env):
                        text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr[-3000:]
     assert sorted(p.stdout.splitlines()) == ["0 3 6", "1 3 6", "2 3 6"]
+
+
+TRACEBACK_PROGRAM = """
+import traceback
+START = float(sys.argv[1])
+
+
+class SlowStderr:
+    # a traceback written a line at a time, each a little late: a busy machine
+    def write(self, text):
+        sys.__stderr__.write(text)
+        sys.__stderr__.flush()
+        time.sleep(0.004)
+
+    def flush(self):
+        pass
+
+
+def hook(*exc):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the first rank's exit stops the others
+    traceback.print_exception(*exc, file=SlowStderr())
+
+
+sys.excepthook = hook
+
+
+def deep(n):
+    if n == 0:
+        raise ValueError(f"rank {RANK} fails")
+    deep(n - 1)
+
+
+while time.time() < START:  # every rank fails at the same moment
+    time.sleep(0.001)
+deep(12)
+"""
+
+
+def test_tracebacks_of_several_failing_ranks_stay_whole(tmp_path, run_env):
+    prog = script(tmp_path, TRACEBACK_PROGRAM)
+    p = subprocess.run(_launch_cmd("-n", 3, prog, time.time() + 2.0), env=run_env,
+                       capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 1
+    lines = [ln for ln in p.stderr.splitlines() if not ln.startswith("nccl.run:")]
+    blocks = "\n".join(lines).split("Traceback (most recent call last):")[1:]
+    # each block is one rank's traceback, whole: its frames, then its own error
+    for block in blocks:
+        errors = re.findall(r"ValueError: rank (\d) fails", block)
+        assert len(errors) == 1, p.stderr
+        assert block.rstrip().endswith(f"ValueError: rank {errors[0]} fails"), p.stderr
+        assert block.count('in deep') == 4, block  # 3 frames, then "[Previous line repeated"
+    assert len(blocks) == 3, p.stderr

@@ -13,9 +13,11 @@ mpiexec does.  See docs/launcher.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import queue
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -71,7 +73,10 @@ output:
   rank output is forwarded as it arrives, a line at a time: a line ending in
   a newline or a carriage return (progress lines) is passed on at once, and
   a longer line than 64 KiB is passed on in 64 KiB pieces (with -t each
-  piece is its own tagged line), so the launcher's memory stays small.
+  piece is its own tagged line), so the launcher's memory stays small.  On
+  stderr, what a rank writes in one go (lines less than 0.1 s apart, for at
+  most 1 s) is passed on as one block, so that the tracebacks of several
+  failing ranks do not mix.
 
 exit status:
   0 when every rank exits 0.  When a rank fails, the others are stopped
@@ -302,17 +307,39 @@ class _Splitter:
         return b"\n" if self.open_line else b""
 
 
-def _pump(pipe, writer: _LineWriter, prefix: bytes) -> None:
+class _Floor:
+    """One rank at a time writes a burst to a stream: a rank that has the
+    floor keeps it while its output keeps coming with gaps under
+    QUIET_SECONDS, for at most BURST_SECONDS.  So what a rank writes in one
+    go (a traceback: one write per line) reaches the terminal as one block,
+    however many ranks fail at once."""
+
+    QUIET_SECONDS = 0.1
+    BURST_SECONDS = 1.0
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+def _pump(pipe, writer: _LineWriter, prefix: bytes, floor: _Floor | None = None) -> None:
     splitter = _Splitter(prefix)
     with pipe:
         fd = pipe.fileno()
+        data = os.read(fd, CHUNK_BYTES)
         while True:
-            data = os.read(fd, CHUNK_BYTES)
-            out = splitter.feed(data) if data else splitter.finish()
-            if out:
-                writer.write(out)
-            if not data:
-                return
+            with floor.lock if floor is not None else contextlib.nullcontext():
+                end = time.monotonic() + (floor.BURST_SECONDS if floor is not None else 0.0)
+                while True:
+                    out = splitter.feed(data) if data else splitter.finish()
+                    if out:
+                        writer.write(out)
+                    if not data:
+                        return
+                    if floor is None or time.monotonic() >= end or \
+                            not select.select([fd], [], [], floor.QUIET_SECONDS)[0]:
+                        break
+                    data = os.read(fd, CHUNK_BYTES)
+            data = os.read(fd, CHUNK_BYTES)  # without the floor: wait for the next burst
 
 
 # -------------------------------------------------------------- supervision
@@ -407,11 +434,13 @@ class Launcher:
         def waiter(rank, proc):
             self.events.put(("exit", rank, procgroup.wait_unreaped(proc)))
 
+        floor = _Floor()  # stderr: a rank's traceback stays one block
         for rank, proc in enumerate(self.procs):
             prefix = f"[{rank}]: ".encode() if self.tag_output else b""
-            for pipe, writer in ((proc.stdout, self.out), (proc.stderr, self.err)):
+            for pipe, writer, turns in ((proc.stdout, self.out, None),
+                                        (proc.stderr, self.err, floor)):
                 self.threads.append(threading.Thread(
-                    target=_pump, args=(pipe, writer, prefix), daemon=True))
+                    target=_pump, args=(pipe, writer, prefix, turns), daemon=True))
             threading.Thread(target=waiter, args=(rank, proc), daemon=True).start()
         for thread in self.threads:
             thread.start()
