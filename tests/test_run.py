@@ -507,15 +507,31 @@ def _setenv(mp, **values):
         mp.setenv(k, str(v))
 
 
-def test_environment_none(clean_env):
-    with pytest.raises(RuntimeError) as info:
-        environment()
-    text = str(info.value)
-    for name in ("NCCL4PY_RANK", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                 "PMIX_RANK", "SLURM_PROCID", "python -m nccl.run -n 2 prog.py"):
-        assert name in text
-    with pytest.raises(RuntimeError):
-        environment(exchange_id=False)
+def test_environment_none_is_one_rank(clean_env, fixed_id, capsys, monkeypatch):
+    """Without a launcher (python prog.py) the process is rank 0 of 1, as under
+    mpi4py, with a one-line note the first time only."""
+    monkeypatch.setattr(rankenv, "_noted", False)
+    assert rankenv.detect() is None
+    assert capsys.readouterr().err == ""
+    assert environment() == RankEnvironment(0, 1, 0, fixed_id, "none")
+    note = capsys.readouterr().err
+    assert note.count("\n") == 1 and "rank 0 of 1" in note and "python -m nccl.run" in note
+    assert environment(exchange_id=False) == RankEnvironment(0, 1, 0, None, "none")
+    assert capsys.readouterr().err == ""
+
+
+def test_plain_python_from_env_program_runs_as_one_rank(tmp_path):
+    """examples/core_allreduce.py (Communicator.from_env()) started with plain python."""
+    env = _base_env()
+    env["NCCL4PY_BACKEND"] = "host"
+    example = Path(PKG_ROOT) / "examples" / "core_allreduce.py"
+    if not example.exists():
+        pytest.skip("examples/ is not next to the package")
+    p = subprocess.run([sys.executable, str(example)], env=env, capture_output=True, text=True,
+                       timeout=RUN_TIMEOUT, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    assert "rank=0/1" in p.stdout and "sum 1, max 1" in p.stdout, p.stdout
+    assert p.stderr.count("\n") == 1 and "rank 0 of 1" in p.stderr, p.stderr
 
 
 def test_environment_nccl_run(clean_env):

@@ -10,6 +10,9 @@ Recognised launchers, first match wins:
    rank 0 makes the id and broadcasts it with mpi4py.
 4. srun: ``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``; id as for MPI.
 
+None of them (``python prog.py``): the process is rank 0 of 1, as under
+mpi4py, and a one-line note on stderr says so.
+
 torch and mpi4py are imported only when an id has to be exchanged through them.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -38,7 +42,8 @@ class RankEnvironment:
             ``None`` when :func:`environment` was called with
             ``exchange_id=False``.
         launcher: what started the job: ``"nccl.run"``, ``"torchrun"``,
-            ``"mpi"`` or ``"slurm"``.
+            ``"mpi"`` or ``"slurm"``; ``"none"`` when no launcher did (the
+            process is then the only rank).
     """
 
     rank: int
@@ -55,12 +60,9 @@ class RankEnvironment:
         )
 
 
-_NO_LAUNCHER = (
-    "no launcher environment found: looked for NCCL4PY_RANK and NCCL4PY_NRANKS "
-    "(python -m nccl.run), RANK and WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK, "
-    "PMI_RANK or PMIX_RANK (mpirun/mpiexec) and SLURM_PROCID (srun). "
-    "Start the program through a launcher, e.g. `python -m nccl.run -n 2 prog.py`."
-)
+_SINGLE_NOTE = ("nccl4py: no launcher (nccl.run, torchrun, mpirun, srun) started this "
+                "process: it runs as rank 0 of 1; `python -m nccl.run -n N prog.py` starts N")
+_noted = False
 
 # Keys in a shared TCPStore must differ between calls, so number the calls.
 # Every rank calls environment() the same number of times, in the same order.
@@ -83,20 +85,38 @@ def environment(exchange_id: bool = True, *, timeout: float = 300.0) -> RankEnvi
         timeout: seconds to wait for the other ranks during the exchange
             (torchrun only; MPI has no timeout).
 
+    Without a launcher's variables this process is the only rank (rank 0
+    of 1, launcher ``"none"``; the id is made here), as under mpi4py; the
+    first such call prints a one-line note to stderr.
+
     Raises:
-        RuntimeError: no launcher variables are present, or the exchange needs
-            a package that is not installed (the message names it), or fails.
+        RuntimeError: the exchange needs a package that is not installed
+            (the message names it), or fails.
         ValueError: a variable is present but malformed (not an integer, rank
             out of range, bad unique id hex).
         Whatever ``nccl.bindings`` raises when rank 0 cannot create the id
         (rank 0 re-raises it; the other ranks get a ``RuntimeError`` quoting it).
     """
+    found = detect(exchange_id, timeout)
+    if found is not None:
+        return found
+    global _noted
+    if not _noted:
+        _noted = True
+        print(_SINGLE_NOTE, file=sys.stderr, flush=True)
+    uid = uniqueid.create_unique_id() if exchange_id else None
+    return RankEnvironment(0, 1, 0, uid, "none")
+
+
+def detect(exchange_id: bool = False, timeout: float = 300.0) -> RankEnvironment | None:
+    """What :func:`environment` returns when a launcher started this
+    process; None (and no note) when none did."""
     env = os.environ
-    for detect in (_from_nccl_run, _from_torchrun, _from_mpi, _from_slurm):
-        found = detect(env, exchange_id, timeout)
+    for kind in (_from_nccl_run, _from_torchrun, _from_mpi, _from_slurm):
+        found = kind(env, exchange_id, timeout)
         if found is not None:
             return found
-    raise RuntimeError(_NO_LAUNCHER)
+    return None
 
 
 # --------------------------------------------------------------------- parsing

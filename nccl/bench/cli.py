@@ -205,9 +205,9 @@ def _step_text(ns: argparse.Namespace) -> str:
 def _launcher_environment() -> Any:
     """The rank environment when mpirun, torchrun or srun started this process, else None."""
     try:
-        from nccl.run import environment
+        from nccl._launch.rankenv import detect
 
-        return environment(exchange_id=False)
+        return detect(exchange_id=False)
     except Exception:
         return None
 
