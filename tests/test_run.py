@@ -461,6 +461,20 @@ def test_fake_id_hook(monkeypatch):
     monkeypatch.setenv(uniqueid.FAKE_ID_ENV, "1")
     a, b = uniqueid.launcher_unique_id(), uniqueid.launcher_unique_id()
     assert len(a) == len(b) == 128 and a != b
+    for bad in ("yes", "0", "true", " 1"):
+        monkeypatch.setenv(uniqueid.FAKE_ID_ENV, bad)
+        with pytest.raises(ValueError, match=f"NCCL4PY_RUN_FAKE_ID={bad!r}"):
+            uniqueid.launcher_unique_id()
+    monkeypatch.setenv(uniqueid.FAKE_ID_ENV, "")
+    assert not uniqueid.fake_id_requested()
+
+
+def test_bad_fake_id_value_starts_nothing(tmp_path, run_env):
+    prog = script(tmp_path, "open(f'started.{RANK}', 'w').close()\n")
+    run_env[uniqueid.FAKE_ID_ENV] = "yes"
+    p = run_launcher(run_env, "-n", 2, prog, cwd=tmp_path)
+    assert p.returncode == 2 and "NCCL4PY_RUN_FAKE_ID='yes'" in p.stderr, p.stderr
+    assert not list(tmp_path.glob("started.*"))
 
 
 def test_create_unique_id_checks_the_binding(monkeypatch):
@@ -554,8 +568,17 @@ def test_environment_nccl_run(clean_env):
     ({"NCCL4PY_UNIQUE_ID": None}, "NCCL4PY_UNIQUE_ID is not set"),
     ({"NCCL4PY_NRANKS": None}, "NCCL4PY_NRANKS is not set"),
     ({"NCCL4PY_RANK": "two"}, "is not an integer"),
+    ({"NCCL4PY_RANK": "0x1"}, "is not an integer"),
+    ({"NCCL4PY_RANK": "1_0"}, "is not an integer"),
+    ({"NCCL4PY_RANK": "+1"}, "is not an integer"),
     ({"NCCL4PY_RANK": 4}, "outside 0..3"),
     ({"NCCL4PY_NRANKS": 0}, "at least 1"),
+    ({"NCCL4PY_LOCAL_SIZE": "abc"}, "NCCL4PY_LOCAL_SIZE='abc' is not an integer"),
+    ({"NCCL4PY_LOCAL_SIZE": 5}, "NCCL4PY_LOCAL_SIZE=5 is outside 1..4"),
+    ({"NCCL4PY_LOCAL_SIZE": 0}, "NCCL4PY_LOCAL_SIZE=0 is outside 1..4"),
+    ({"NCCL4PY_LOCAL_RANK": 2, "NCCL4PY_LOCAL_SIZE": 2},
+     "NCCL4PY_LOCAL_RANK=2 is not below NCCL4PY_LOCAL_SIZE=2"),
+    ({"NCCL4PY_LOCAL_RANK": 4}, "NCCL4PY_LOCAL_RANK=4 is not below NCCL4PY_LOCAL_SIZE=4"),
 ])
 def test_environment_nccl_run_errors(clean_env, values, message):
     _setenv(clean_env, NCCL4PY_RANK=1, NCCL4PY_NRANKS=4, NCCL4PY_UNIQUE_ID="00" * 128)

@@ -596,6 +596,10 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         parser.error(problem)
     try:
+        uniqueid.fake_id_requested()
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
         uid = uniqueid.launcher_unique_id()
     except Exception as exc:
         from nccl._source_tree import missing_build

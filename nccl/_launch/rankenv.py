@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Mapping
@@ -121,6 +122,8 @@ def detect(exchange_id: bool = False, timeout: float = 300.0) -> RankEnvironment
 
 # --------------------------------------------------------------------- parsing
 
+_DECIMAL = re.compile(r"-?[0-9]+")
+
 def _int_var(env: Mapping[str, str], name: str, default: int | None = None,
              context: str = "") -> int:
     value = env.get(name)
@@ -128,10 +131,10 @@ def _int_var(env: Mapping[str, str], name: str, default: int | None = None,
         if default is not None:
             return default
         raise ValueError(f"{name} is not set{context}")
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise ValueError(f"{name}={value!r} is not an integer") from None
+    text = value.strip()
+    if not _DECIMAL.fullmatch(text):  # int() would take "1_000", "+5" and other digits
+        raise ValueError(f"{name}={value!r} is not an integer")
+    return int(text)
 
 
 def _first_var(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
@@ -160,6 +163,13 @@ def _from_nccl_run(env, exchange_id, timeout):
     nranks = _int_var(env, "NCCL4PY_NRANKS", context=ctx)
     local_rank = _int_var(env, "NCCL4PY_LOCAL_RANK", default=rank)
     _check(rank, nranks, local_rank, "NCCL4PY_RANK/NCCL4PY_NRANKS/NCCL4PY_LOCAL_RANK")
+    local_size = _int_var(env, "NCCL4PY_LOCAL_SIZE", default=nranks)
+    if not 1 <= local_size <= nranks:
+        raise ValueError(f"NCCL4PY_LOCAL_SIZE={local_size} is outside 1..{nranks} "
+                         f"(NCCL4PY_NRANKS={nranks})")
+    if local_rank >= local_size:
+        raise ValueError(f"NCCL4PY_LOCAL_RANK={local_rank} is not below "
+                         f"NCCL4PY_LOCAL_SIZE={local_size}")
     uid = None
     if exchange_id:
         text = env.get(uniqueid.UNIQUE_ID_ENV)

@@ -15,7 +15,8 @@ UNIQUE_ID_ENV = "NCCL4PY_UNIQUE_ID"
 
 # Test-only hook: with NCCL4PY_RUN_FAKE_ID=1 the launcher hands out 128 random
 # bytes instead of asking the library.  Such an id is good for exercising the
-# launcher itself, never for creating a communicator.
+# launcher itself, never for creating a communicator.  Unset or empty: off;
+# any other value is an error.
 FAKE_ID_ENV = "NCCL4PY_RUN_FAKE_ID"
 
 
@@ -45,9 +46,19 @@ def create_unique_id() -> bytes:
     return data
 
 
+def fake_id_requested() -> bool:
+    """Whether the test hook NCCL4PY_RUN_FAKE_ID is on; ValueError for a
+    value other than 1, empty or unset."""
+    value = os.environ.get(FAKE_ID_ENV, "")
+    if value not in ("", "1"):
+        raise ValueError(f"{FAKE_ID_ENV}={value!r}: the tests set it to 1 (random bytes "
+                         "instead of a unique id); leave it unset")
+    return value == "1"
+
+
 def launcher_unique_id() -> bytes:
     """The id the launcher gives to its ranks (the fake one only under the test hook)."""
-    if os.environ.get(FAKE_ID_ENV) == "1":
+    if fake_id_requested():
         return os.urandom(UNIQUE_ID_BYTES)
     return create_unique_id()
 
