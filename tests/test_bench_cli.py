@@ -41,6 +41,18 @@ def bench_cmd(*args, env=None, timeout=120):
     (["-b", "1", "-e", "1G", "-i", "1"], "gives 1073741824 sizes (at most 4096)"),
     (["-g", "2"], "-g 2: each rank drives one GPU here; for 2 ranks use --nranks 2"),
     (["-t", "4"], "-t 4: each rank drives one GPU here; for 4 ranks use --nranks 4"),
+    # sizes are read exactly, and must fit in a buffer and in this machine
+    (["-b", "99999999999999999999"], "too large: '99999999999999999999' (at most "
+                                     "9223372036854775807 bytes"),
+    (["-e", "8E"], "not a size: '8E'"),
+    (["-b", "1.3"], "not a whole number of bytes: '1.3'"),
+    (["-b", "1T", "-e", "1T"], "-e 1099511627776: the 2 ranks need 4 TiB for their buffers "
+                               "(2 of 1 TiB each), more than this machine's"),
+    # mpirun's -np is not nccl-tests' -n (iterations)
+    (["-np", "2"], "-np 2: here, as in nccl-tests, -n is the number of iterations; to start "
+                   "2 ranks use --nranks 2"),
+    (["-np4"], "-np4: here, as in nccl-tests, -n is the number of iterations; to start "
+               "4 ranks use --nranks 4"),
 ])
 def test_mistakes_are_reported_before_any_rank_starts(tmp_path, args, message):
     args = [a.format(tmp=tmp_path) for a in args]
@@ -50,6 +62,14 @@ def test_mistakes_are_reported_before_any_rank_starts(tmp_path, args, message):
     assert p.stdout == ""  # no rank ran: no table at all
     assert "Traceback" not in p.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == []  # nothing left behind
+
+
+def test_sizes_are_exact():
+    from nccl.bench.cli import parse_size
+
+    assert parse_size("1.5K") == 1536 and parse_size("64KiB") == 65536
+    assert parse_size("9223372036854775807") == (1 << 63) - 1  # not rounded through a float
+    assert parse_size("4611686018427387905") == (1 << 62) + 1
 
 
 def test_every_mistake_is_listed_at_once(tmp_path):

@@ -7,10 +7,52 @@ import argparse
 import math
 import os
 
-__all__ = ["MAX_SIZES", "size_count", "writable", "preflight", "parse_min_bw"]
+__all__ = ["MAX_SIZES", "MAX_BYTES", "size_count", "writable", "preflight", "parse_min_bw",
+           "memory_problem"]
 
 # More sizes than this is a typo (e.g. -i 1 instead of -f 2), not a sweep.
 MAX_SIZES = 4096
+# The largest size: what one buffer (a NumPy array, a C size) can hold.
+MAX_BYTES = (1 << 63) - 1
+# Buffers of the largest size each rank allocates: the send and the receive
+# buffer (see worker.Bench.run).
+BUFFERS_PER_RANK = 2
+
+
+def _bytes_text(n: int) -> str:
+    for unit, shift in (("EiB", 60), ("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20),
+                        ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit}"
+    return f"{n} B"
+
+
+def machine_memory() -> int | None:
+    """This machine's physical memory in bytes (None when unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
+def memory_problem(maxbytes: int, nranks: int, memory: int | None) -> str | None:
+    """Why ranks on the host backend cannot hold their buffers of *maxbytes*
+    in *memory* bytes (all ranks share this machine's memory), or None."""
+    need = BUFFERS_PER_RANK * maxbytes * nranks
+    if memory is None or need <= memory:
+        return None
+    return (f"-e {maxbytes}: the {nranks} ranks need {_bytes_text(need)} for their buffers "
+            f"({BUFFERS_PER_RANK} of {_bytes_text(maxbytes)} each), more than this machine's "
+            f"{_bytes_text(memory)} of memory")
+
+
+def _host_backend(choice: str) -> bool:
+    """Whether the ranks will run on the host backend with --backend *choice*."""
+    from nccl._launch.launcher import select_backend
+
+    env = dict(os.environ)
+    select_backend(choice, env)
+    return env.get("NCCL4PY_BACKEND") == "host" and not env.get("NCCL_LIBRARY")
 
 
 def size_count(minbytes: int, maxbytes: int, stepbytes: int, stepfactor: int) -> int:
@@ -77,6 +119,10 @@ def preflight(ns: argparse.Namespace, nranks: int | None, paths: bool = True) ->
             step = f"-f {ns.stepfactor}" if ns.stepfactor > 1 else f"-i {ns.stepbytes}"
             problems.append(f"-b {ns.minbytes} -e {ns.maxbytes} {step} gives {n} sizes (at "
                             f"most {MAX_SIZES}); use a larger -i or a factor such as -f 2")
+        elif nranks is not None and _host_backend(ns.backend):
+            problem = memory_problem(ns.maxbytes, nranks, machine_memory())
+            if problem:
+                problems.append(problem)
     if ns.root != "all":
         try:
             root = int(ns.root)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import signal
 import subprocess
 import sys
 import tempfile
+from fractions import Fraction
 from typing import Any
 
 from nccl._cli import add_version
@@ -61,21 +63,26 @@ result it checks (to prove that #wrong detects errors); never set it
 otherwise.""" % ", ".join(COLLECTIVES)
 
 
+_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([KMGT]?)(?:I?B)?")
+
+
 def parse_size(text: str) -> int:
-    """nccl-tests' sizes: an integer with an optional K, M or G (powers of 1024)."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = 1
-    if t and t[-1] in "KMGT":
-        mult = 1024 ** ("KMGT".index(t[-1]) + 1)
-        t = t[:-1]
-    try:
-        value = int(float(t) * mult)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 8, 64K, 128M, 1G)") \
-            from None
-    if value < 0:
+    """nccl-tests' sizes: a number of bytes with an optional K, M, G or T
+    (powers of 1024), read exactly: a fraction must come to whole bytes
+    (``1.5K``), and a size is at most ``checks.MAX_BYTES``."""
+    t = text.strip().upper()
+    if t.startswith("-"):
         raise argparse.ArgumentTypeError(f"negative size: {text!r}")
-    return value
+    m = _SIZE.fullmatch(t)
+    if m is None:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 8, 64K, 128M, 1G)")
+    value = Fraction(m.group(1)) * (1024 ** ("KMGT".index(m.group(2)) + 1) if m.group(2) else 1)
+    if value.denominator != 1:
+        raise argparse.ArgumentTypeError(f"not a whole number of bytes: {text!r}")
+    if value > checks.MAX_BYTES:
+        raise argparse.ArgumentTypeError(f"too large: {text!r} (at most {checks.MAX_BYTES} "
+                                         "bytes, 2^63 - 1, the most one buffer can hold)")
+    return int(value)
 
 
 _nonneg = number(int, "an integer", lambda v: v >= 0, "must not be negative")
@@ -110,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="collectives to run (default: all_reduce); with --plot-from, the "
                    "PNG file to write")
     p.add_argument("--nranks", "--np", type=_positive, metavar="N",
-                   help="start N ranks on this machine (default: visible GPUs, else 4)")
+                   help="start N ranks on this machine (default: visible GPUs, else 4); "
+                   "-n is the iterations, as in nccl-tests")
     p.add_argument("--backend", choices=("auto", "host", "nccl", "rccl"), default="auto",
                    help="library for the ranks, as python -m nccl.run --backend")
     p.add_argument("--array", choices=("auto", "numpy", "torch", "cupy"), default="auto",
@@ -290,9 +298,30 @@ def main(argv: list[str] | None = None) -> int:
     return quiet_pipe(lambda: _main(argv))
 
 
+_NP = re.compile(r"-np(?:=?(\d+))?")
+
+
+def _np_problem(argv: list[str]) -> str | None:
+    """mpirun's -np N, which here would read as -n p: say what -n means."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        m = _NP.fullmatch(arg)
+        if m:
+            n = m.group(1) or (argv[i + 1] if i + 1 < len(argv) and argv[i + 1].isdigit()
+                               else "N")
+            return (f"{arg}{'' if m.group(1) or n == 'N' else ' ' + n}: here, as in nccl-tests, "
+                    f"-n is the number of iterations; to start {n} ranks use --nranks {n} "
+                    f"(or mpirun -np {n} python -m nccl.bench ...)")
+    return None
+
+
 def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    problem = _np_problem(argv)
+    if problem is not None:
+        return _error(parser, [problem])
     try:
         ns = parser.parse_args(argv)
     except SystemExit as exc:
