@@ -271,6 +271,17 @@ def test_plot_has_one_panel_per_collective():
 
 
 @needs_host
+def test_unchecked_results_are_not_called_ok():
+    p = bench("-b", "8", "-e", "64", "-f", "8", "-n", "1", "-c", "0")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert "# Out of bounds values : 0 not checked (-c 0)" in lines
+    assert lines[-1] == ("# Result: not checked (-c 0): the results were not compared with "
+                         "the expected values")
+    assert not [ln for ln in lines if ln.endswith(" OK") or "Result: OK" in ln]
+
+
+@needs_host
 def test_plot_from_redraws_saved_results(two_collectives, tmp_path):
     pytest.importorskip("matplotlib")
     _, doc, _ = two_collectives

@@ -122,9 +122,14 @@ def preamble_lines(*, version: str, library_code: int, abi: int, binary: str, nr
     return out
 
 
-def footer_lines(binary: str, out_of_bounds: int, avg_busbw: float) -> list[str]:
+def footer_lines(binary: str, out_of_bounds: int, avg_busbw: float,
+                 checked: bool = True) -> list[str]:
+    if not checked:
+        verdict = "not checked (-c 0)"
+    else:
+        verdict = "OK" if out_of_bounds == 0 else "FAILED"
     return [
-        f"# Out of bounds values : {out_of_bounds} {'OK' if out_of_bounds == 0 else 'FAILED'}",
+        f"# Out of bounds values : {out_of_bounds} {verdict}",
         f"# Avg bus bandwidth    : {avg_busbw:g} ",
         "#",
         f"# Collective test concluded: {binary}",
@@ -156,6 +161,12 @@ def summary_lines(summaries: list[Summary], elapsed_s: float) -> list[str]:
             "  below NCCL_TESTS_MIN_BW" if s.below_min_bw else ""))
     bad = sum((s.nwrong or 0) + s.out_of_bounds for s in summaries)
     failed = [s.binary for s in summaries if s.failed]
-    verdict = f"FAILED ({', '.join(failed)})" if failed else "OK"
-    out.append(f"# Result: {verdict}: {bad} wrong or out-of-bounds values")
+    if failed:
+        out.append(f"# Result: FAILED ({', '.join(failed)}): {bad} wrong or out-of-bounds "
+                   "values")
+    elif summaries and all(s.nwrong is None for s in summaries):
+        out.append("# Result: not checked (-c 0): the results were not compared with the "
+                   "expected values")
+    else:
+        out.append(f"# Result: OK: {bad} wrong or out-of-bounds values")
     return out

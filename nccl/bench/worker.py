@@ -316,7 +316,8 @@ class Bench:
                     if op == "mulsum":
                         opobj.close()
             summary = report.Summary.of(coll.binary, rows, oob, min_bw)
-            for line in report.footer_lines(coll.binary, oob, summary.avg_busbw):
+            for line in report.footer_lines(coll.binary, oob, summary.avg_busbw,
+                                            checked=ns.check > 0):
                 self.emit(line)
             all_rows += rows
             summaries.append(summary)
