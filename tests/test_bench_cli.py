@@ -281,6 +281,43 @@ def test_unchecked_results_are_not_called_ok():
     assert not [ln for ln in lines if ln.endswith(" OK") or "Result: OK" in ln]
 
 
+def test_many_panels_are_drawn_in_one_pass(tmp_path):
+    """What made plots of `all` slow: tight_layout (a second, measuring
+    render), titles placed by measuring the axes, and minor ticks on every
+    axis.  The figure is laid out by fixed margins instead."""
+    pytest.importorskip("matplotlib")
+    from nccl.bench.plot import figure
+
+    fig = figure(_doc(["all_reduce", "all_gather", "broadcast", "alltoall", "reduce"]))
+    assert fig.get_layout_engine() is None
+    from matplotlib.ticker import NullLocator
+
+    for ax in (a for a in fig.axes if a.get_visible()):
+        assert isinstance(ax.xaxis.get_minor_locator(), NullLocator)
+        assert isinstance(ax.yaxis.get_minor_locator(), NullLocator)
+        assert not ax._autotitlepos  # placed, not measured at every draw
+    fig.canvas.draw()
+    boxes = [a.get_tightbbox() for a in fig.axes if a.get_visible()]
+    width, height = fig.bbox.width, fig.bbox.height
+    for box in boxes:  # nothing is cut off at the edges
+        assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= width and box.y1 <= height, box
+    for i, a in enumerate(boxes):  # panels (with their labels) do not overlap
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), (a, b)
+
+
+def test_plot_says_it_is_drawing(tmp_path):
+    pytest.importorskip("matplotlib")
+    saved = tmp_path / "r.json"
+    saved.write_text(json.dumps(_doc(["all_reduce", "broadcast"])))
+    png = tmp_path / "bw.png"
+    p = bench_cmd("--plot-from", str(saved), str(png))
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[0] == f"# drawing 2 collectives into {png} ...", p.stderr
+    assert lines[-1] == f"# plot written to {png}"
+
+
 @needs_host
 def test_plot_from_redraws_saved_results(two_collectives, tmp_path):
     pytest.importorskip("matplotlib")

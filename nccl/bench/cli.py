@@ -287,7 +287,7 @@ def _plot_from(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return _error(parser, [str(e)] + ([problem] if problem else []))
     if problem:
         return _error(parser, [problem])
-    plot(doc, png)
+    plot(doc, png, sys.stderr)
     print(f"# plot written to {png}", file=sys.stderr)
     return 0
 
@@ -397,7 +397,7 @@ def _main(argv: list[str] | None) -> int:
         if ns.plot and json_path and os.path.exists(json_path):
             from .plot import plot_file
 
-            plot_file(json_path, ns.plot)
+            plot_file(json_path, ns.plot, sys.stderr)
             print(f"# plot written to {ns.plot}", file=sys.stderr)
         return status
     finally:

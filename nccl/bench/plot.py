@@ -6,12 +6,18 @@ collective (busbw, and algbw where it differs), so that eleven collectives
 never share one legend.  Out-of-place lines are solid, in-place dashed;
 when the type, op or root varies each combination gets its own colour and
 marker.  Sizes are labelled like ``-b``/``-e`` take them (8, 1K, 64M, 1G).
+
+Drawing stays quick with many panels: the layout is fixed (no
+``tight_layout``, which renders the figure once more to measure it), titles
+sit at a fixed height, the axes have major ticks only (every tick is a few
+matplotlib objects to create and draw), and bandwidths are labelled as plain
+numbers (no mathtext).
 """
 from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import IO, Any
 
 from nccl._diagnostics import decode_version
 
@@ -63,9 +69,9 @@ def load(json_path: str) -> dict[str, Any]:
     return doc
 
 
-def plot_file(json_path: str, png_path: str) -> None:
+def plot_file(json_path: str, png_path: str, note: IO[str] | None = None) -> None:
     """Draw the results of a ``-J`` file into ``png_path``."""
-    plot(load(json_path), png_path)
+    plot(load(json_path), png_path, note)
 
 
 def _series(results: list[dict[str, Any]]) -> dict[str, dict[tuple[str, ...], list[Any]]]:
@@ -89,12 +95,15 @@ def _series(results: list[dict[str, Any]]) -> dict[str, dict[tuple[str, ...], li
 
 
 def _size_axis(ax: Any) -> None:
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(LogLocator(base=4))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_size(int(round(x)))))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_locator(NullLocator())
+    # plain numbers (0.01, 1, 100): no mathtext to lay out for every label
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:g}"))
     ax.set_xlabel("message size (bytes)")
 
 
@@ -138,8 +147,8 @@ def figure(doc: dict[str, Any]) -> Any:
         n = _draw(ax, per_coll.get(name, {}), metric)
         _size_axis(ax)
         ax.set_ylabel("GB/s")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.set_title(title, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.set_title(title, fontsize=10, y=1.0)  # a fixed place: no measuring
         if 0 < n <= 12:
             ax.legend(fontsize=7)
         elif n:
@@ -151,15 +160,19 @@ def figure(doc: dict[str, Any]) -> Any:
     fig.suptitle(f"nccl4py bench: {fam} {version}, {doc.get('nranks')} ranks "
                  f"({doc.get('array')} arrays)" + (f", {doc['hostname']}" if doc.get("hostname")
                                                    else ""))
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fig.tight_layout(rect=(0, 0, 1, 0.97))
+    # Margins in inches, whatever the number of panels (see the module doc).
+    width, height = fig.get_size_inches()
+    fig.subplots_adjust(left=1.0 / width, right=1 - 0.2 / width, bottom=0.6 / height,
+                        top=1 - 0.7 / height, wspace=0.3, hspace=0.45)
     return fig
 
 
-def plot(doc: dict[str, Any], png_path: str) -> None:
+def plot(doc: dict[str, Any], png_path: str, note: IO[str] | None = None) -> None:
+    """Draw *doc* into *png_path*; *note*: where to say so first (a stream)."""
+    if note is not None:
+        panels = len({r["collective"] for r in doc["results"]})
+        print(f"# drawing {panels} collective{'s' if panels != 1 else ''} into {png_path} ...",
+              file=note, flush=True)
     plt = require_matplotlib()
     fig = figure(doc)
     fig.savefig(png_path, dpi=100)

@@ -408,7 +408,7 @@ def run(ns: argparse.Namespace, names: list[str], sizes: list[int], type_names: 
         if plot_here and ns.plot:
             from .plot import plot_file
 
-            plot_file(ns.output_file, ns.plot)
+            plot_file(ns.output_file, ns.plot, sys.stderr)
     if not rows and lead:
         print("# no test was run", file=sys.stderr)
     return 1 if failed else 0
