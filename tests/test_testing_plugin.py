@@ -161,6 +161,55 @@ def test_outcomes(tmp_path):
     assert re.search(r"3 failed, 7 passed, 1 skipped, 1 xfailed, 1 error", out), out
 
 
+ROOT_CAUSE = """
+    import os
+    import numpy as np
+    import pytest
+    import nccl.core as nc
+
+
+    @pytest.mark.nccl(nranks=3)
+    def test_rank1_raises(comm, rank):
+        # rank 1 raises; ranks 0 and 2 then fail in the all-reduce it never joins
+        if rank == 1:
+            raise ValueError("rank one broke")
+        x = np.ones(4, np.float32)
+        comm.allreduce(x, x, nc.SUM)
+
+
+    @pytest.mark.nccl(nranks=2)
+    def test_rank0_dies(comm, rank):
+        if rank == 0:
+            os._exit(3)
+        x = np.ones(4, np.float32)
+        comm.allreduce(x, x, nc.SUM)
+"""
+
+
+def test_the_report_names_the_root_cause(tmp_path):
+    """The short summary names the rank that failed first and its error, not
+    rank 0 that only saw the consequence."""
+    write(tmp_path, "test_root.py", ROOT_CAUSE)
+    p, res = pytest_run(tmp_path, "-q", "-rf", "--nccl-timeout", "60",
+                        env=clean_env(COLUMNS="200"))  # the summary line is not cut
+    out = p.stdout + p.stderr
+    summary = [ln for ln in p.stdout.splitlines() if ln.startswith("FAILED ")]
+    assert len(summary) == 2, out
+    line = next(ln for ln in summary if "test_rank1_raises" in ln)
+    assert "rank 1 failed first: ValueError: rank one broke" in line, line
+    outcome, text, _ = res["test_rank1_raises"]
+    assert outcome == "failure"
+    # the report starts with the cause, then rank 1's traceback before the others'
+    # (ranks 0 and 2 fail after it, or are stopped if still waiting)
+    head = text.index("rank 1 failed first: ValueError: rank one broke (then rank")
+    first = text.index("rank 1 failed (in call)")
+    others = [text.index(f"rank {r} failed (in call)") for r in (0, 2)
+              if f"rank {r} failed (in call)" in text]
+    assert others and head < first < min(others), text
+    line = next(ln for ln in summary if "test_rank0_dies" in ln)
+    assert "rank 0 died" in line and "exited with status 3" in line, line
+
+
 HANG = """
     import os, subprocess, sys, time
     import numpy as np

@@ -2,7 +2,10 @@
 
 The test passes only when every rank passes; it is skipped (or xfailed) only
 when every rank skipped (or xfailed); anything else fails, with each rank's
-part labelled ``rank R``.
+part labelled ``rank R``.  The report starts with the root cause: a rank
+whose process died, else the rank that failed first (the others usually fail
+because of it: a peer that left, an aborted communicator), with its error, so
+that pytest's short summary names it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import io
 import re
 import signal
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -34,6 +38,8 @@ class RankResult:
     text: str = ""        # the failure / skip reason / how it died
     stack: str = ""       # where it was at the timeout (faulthandler)
     output: str = ""      # what the rank printed during the test (stdout and stderr)
+    crash: str = ""       # one line naming the failure ("ValueError: ...")
+    at: float | None = None  # when it failed or was found dead (time.time())
 
 
 def from_reports(rank: int, reports: list[dict]) -> RankResult:
@@ -45,7 +51,9 @@ def from_reports(rank: int, reports: list[dict]) -> RankResult:
     if failed:
         text = "\n".join(f"--- {r['when']} ---\n{r['longrepr']}" if len(failed) > 1
                          else f"(in {r['when']})\n{r['longrepr']}" for r in failed)
-        return RankResult(rank, "failed", reports, text)
+        first = failed[0]
+        return RankResult(rank, "failed", reports, text, crash=first.get("crash") or "",
+                          at=first.get("stop"))
     for rep in reports:
         if rep["outcome"] == "skipped":
             return RankResult(rank, "skipped", reports, rep["longrepr"] or "")
@@ -63,7 +71,8 @@ def died(rank: int, returncode: int | None) -> RankResult:
         how = f"was killed by signal {-returncode} ({name})"
     else:
         how = f"exited with status {returncode}"
-    return RankResult(rank, "died", text=f"the process of rank {rank} {how} during the test")
+    return RankResult(rank, "died", text=f"the process of rank {rank} {how} during the test",
+                      crash=f"its process {how}", at=time.time())
 
 
 def diagnose(trace_dir: str | None) -> str | None:
@@ -141,20 +150,44 @@ def conclude(nodeid: str, nranks: int, timeout: float, results: list[RankResult]
     raise RanksFailed(_failure_text(nranks, timeout, results, diagnosis))
 
 
+def root_causes(results: list[RankResult]) -> list[RankResult]:
+    """The ranks that failed or died, the likely root cause first: ranks whose
+    process died (a crash is where trouble starts), then the others in the
+    order they failed (a rank that fails after a peer usually fails because
+    of it)."""
+    bad = [r for r in results if r.state in ("failed", "died")]
+    return sorted(bad, key=lambda r: (r.state != "died",
+                                      r.at if r.at is not None else float("inf"), r.rank))
+
+
+def _headline(causes: list[RankResult]) -> str:
+    first, rest = causes[0], causes[1:]
+    verb = "died" if first.state == "died" else "failed"
+    line = f"rank {first.rank} {verb} first" if rest else f"rank {first.rank} {verb}"
+    if first.crash:
+        line += f": {first.crash}"
+    if rest:
+        line += f" (then {_ranks([r.rank for r in rest])})"
+    return line
+
+
 def _failure_text(nranks: int, timeout: float, results: list[RankResult],
                   diagnosis: str | None) -> str:
     by_state: dict[str, list[int]] = {}
     for r in results:
         by_state.setdefault(r.state, []).append(r.rank)
     parts = []
+    causes = root_causes(results)
+    if causes:
+        parts.append(_headline(causes))
     running = by_state.get("running", [])
     if running:
         parts.append(f"{_ranks(running)} of {nranks} did not finish within the timeout of "
                      f"{timeout:g} s and {'was' if len(running) == 1 else 'were'} stopped")
-    for r in results:
+    for r in causes:
         if r.state == "failed":
             parts.append(f"rank {r.rank} failed {r.text}")
-        elif r.state == "died":
+        else:
             tail = r.output[-2000:].rstrip()
             parts.append(r.text + (f"; the end of its output:\n{tail}" if tail else ""))
     if by_state.get("skipped") and len(by_state) > 1:

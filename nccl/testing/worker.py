@@ -73,6 +73,7 @@ class _Worker:
             report.nccl_xfail = str(call.excinfo.value.msg)
         if report.failed:
             item.stash[FAILED_KEY] = True
+            report.nccl_stop = call.stop  # when it failed: the parent finds the first rank
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session) -> bool:
@@ -117,6 +118,15 @@ class _Worker:
 FAILED_KEY = pytest.StashKey[bool]()
 
 
+def _crash(report) -> str | None:
+    """The one line that names a failure (``ValueError: bad value``)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = getattr(crash, "message", None)
+    if text is None and isinstance(report.longrepr, str):
+        text = report.longrepr
+    return text.strip().splitlines()[0] if text and text.strip() else None
+
+
 def _serialize(report) -> dict:
     longrepr = None
     if report.skipped and isinstance(report.longrepr, tuple):
@@ -125,7 +135,9 @@ def _serialize(report) -> dict:
         longrepr = report.longreprtext
     return {"when": report.when, "outcome": report.outcome, "longrepr": longrepr,
             "sections": [list(s) for s in report.sections],
-            "xfail": getattr(report, "nccl_xfail", None), "duration": report.duration}
+            "xfail": getattr(report, "nccl_xfail", None), "duration": report.duration,
+            "crash": _crash(report) if report.failed else None,
+            "stop": getattr(report, "nccl_stop", None)}
 
 
 def main(argv: list[str] | None = None) -> int:
