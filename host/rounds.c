@@ -40,8 +40,10 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <stdio.h>
 #include <string.h>
 
+#include "enum_names.h"
 #include "internal.h"
 
 /* Each kind's function is an entry of the API table: a name that is not one
@@ -151,16 +153,35 @@ ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse, int d
     return ncclSuccess;
 }
 
+/* A call as the messages show it: "ncclReduce(count=4, float32, op=sum,
+ * root=1)", with op only for reductions and root only where there is one
+ * (the names are the trace's: src/enum_names.h). */
+static void describe_call(char *buf, size_t size, const n4p_desc *d)
+{
+    static const char *const op_names[] = {N4P_NAMES_ncclRedOp_t};
+    char op[40] = "", root[24] = "";
+    if (n4p_is_reduction(d->kind)) {
+        if (d->op >= 0 && (size_t)d->op < sizeof op_names / sizeof op_names[0])
+            snprintf(op, sizeof op, ", op=%s", op_names[d->op]);
+        else if (d->op == -1)
+            snprintf(op, sizeof op, ", op=premulsum");
+        else
+            snprintf(op, sizeof op, ", op=%d", (int)d->op);
+    }
+    if (n4p_is_rooted(d->kind))
+        snprintf(root, sizeof root, ", root=%d", (int)d->root);
+    snprintf(buf, size, "%s(count=%llu, %s%s%s)", n4p_kind_name(d->kind),
+             (unsigned long long)d->count, n4p_dtype_name(d->dtype), op, root);
+}
+
 static ncclResult_t mismatch(ncclComm_t c, int k, const n4p_desc *p)
 {
     const n4p_desc *d = &c->desc;
-    n4p_set_error(c,
-                  "mismatched collective calls: this rank called %s(count=%llu, "
-                  "%s, op=%d, root=%d) but rank %d called %s(count=%llu, %s, "
-                  "op=%d, root=%d)%s",
-                  n4p_kind_name(d->kind), (unsigned long long)d->count,
-                  n4p_dtype_name(d->dtype), d->op, d->root, k, n4p_kind_name(p->kind),
-                  (unsigned long long)p->count, n4p_dtype_name(p->dtype), p->op, p->root,
+    char mine[160], theirs[160];
+    describe_call(mine, sizeof mine, d);
+    describe_call(theirs, sizeof theirs, p);
+    n4p_set_error(c, "mismatched collective calls: this rank called %s but rank %d called %s%s",
+                  mine, k, theirs,
                   p->epoch != d->epoch ? " (collective sequence differs)" : "");
     n4p_comm_failed(c, ncclInvalidUsage);
     n4p_poison(c, ncclInvalidUsage);

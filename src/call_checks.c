@@ -9,8 +9,9 @@
 
 #include <string.h>
 
+/* The names arrays print (float32, bfloat16, float8_e4m3fn), as every message does. */
 static const char *const dtype_names[ncclNumTypes] = {
-#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [value] = #Name,
+#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [value] = #array_name,
 #include "dtypes.def"
 };
 

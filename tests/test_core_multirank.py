@@ -203,7 +203,7 @@ def test_errors(comm, check):
     rank, n = comm.rank, comm.nranks
     f32 = np.zeros(4 * n, np.float32)
     check.expect_invalid("dtype mismatch", lambda: comm.allreduce(f32, np.zeros(4 * n, np.int32), nc.SUM),
-                   "Dtype mismatch: sendbuf has dtype Float32, recvbuf has dtype Int32")
+                   "Dtype mismatch: sendbuf has dtype float32, recvbuf has dtype int32")
     check.expect_invalid("recv too small", lambda: comm.allreduce(f32, np.zeros(1, np.float32), nc.SUM),
                    f"Buffer count mismatch: recvbuf must have at least {4 * n} elements, got 1")
     check.expect_invalid("broadcast exact", lambda: comm.broadcast(f32, np.zeros(4 * n + 1, np.float32), rank),
