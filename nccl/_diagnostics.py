@@ -210,12 +210,21 @@ def interop_versions() -> dict[str, str | None]:
     return out
 
 
-def gpu_runtime(nccl_mod: Any) -> dict[str, Any]:
+# The runtimes' status for "no driver, or one older than this runtime"
+# (cudaErrorInsufficientDriver, hipErrorInsufficientDriver; src/gpu_runtime.h).
+INSUFFICIENT_DRIVER = 35
+_DRIVER = {"CUDA runtime": "NVIDIA", "HIP runtime": "AMD GPU"}
+
+
+def gpu_runtime(nccl_mod: Any, gpus_visible: int | None = None) -> dict[str, Any]:
     """The GPU runtime nccl4py's C layer found (HIP or CUDA) and its device count.
 
     ``device_count`` is a number, or None when it is not known (no runtime
     layer in this build, no runtime found, or a runtime that fails: its
-    message is in ``device_count_error``); nothing here raises."""
+    message is in ``device_count_error``); nothing here raises.  A runtime
+    that reports no driver (``cudaErrorInsufficientDriver``) on a machine
+    where no GPU is visible (*gpus_visible* 0) is no failure: the count is 0
+    and ``note`` says that there is no driver."""
     count_fn = getattr(nccl_mod, "gpu_runtime_device_count", None)
     info_fn = getattr(nccl_mod, "gpu_runtime_info", None)
     out: dict[str, Any] = {"runtime": "unknown", "device_count": None}
@@ -243,7 +252,15 @@ def gpu_runtime(nccl_mod: Any) -> dict[str, Any]:
         try:
             out["device_count"] = int(count_fn())
         except Exception as e:
-            out["device_count_error"] = str(e)
+            vendor = _DRIVER.get(out["runtime"], "GPU")
+            if getattr(e, "status", None) == INSUFFICIENT_DRIVER and gpus_visible == 0:
+                out["device_count"] = 0
+                out["note"] = f"no {vendor} driver on this machine (the runtime says: {e})"
+            else:
+                out["device_count_error"] = str(e)
+                if getattr(e, "status", None) == INSUFFICIENT_DRIVER:
+                    out["note"] = (f"the {vendor} driver is missing or older than this "
+                                   "runtime needs")
     return out
 
 
@@ -318,7 +335,7 @@ def collect() -> dict[str, Any]:
         "error": rep["error"],
         "api_functions": len(table),
         "missing": rep["missing"],
-        "gpu_runtime": gpu_runtime(_nccl),
+        "gpu_runtime": gpu_runtime(_nccl, gpus["visible"]),
         "interop": interop_versions(),
         "environment": {k: os.environ[k] for k in (
             "NCCL_LIBRARY", "NCCL4PY_BACKEND", "NCCL4PY_PLATFORM", "ROCM_PATH", "HIP_PATH",
@@ -370,6 +387,8 @@ def render(info: dict[str, Any]) -> str:
         count = f"unknown ({gpu['device_count_error']})" if gpu.get("device_count_error") \
             else "unknown"
     out.append(f"GPU runtime: {gpu['runtime']}{where}, devices: {count}")
+    if gpu.get("note"):
+        out.append(f"  {gpu['note']}")
     if gpus["visible"] and gpu["device_count"] == 0:
         out.append("note: GPU device nodes exist but the runtime reports no device; the "
                    "decision above still treats this machine as a GPU machine")

@@ -4,7 +4,9 @@
  * name; the prototypes below are generated from that table, so a signature
  * that drifts from the table fails to compile.
  *
- * Behaviour: GPU_STUB_DEVICES devices (default 2; 0 answers hipErrorNoDevice),
+ * Behaviour: GPU_STUB_DEVICES devices (default 2; 0 answers hipErrorNoDevice;
+ * GPU_STUB_COUNT_STATUS=N makes hipGetDeviceCount fail with status N, e.g. 35
+ * hipErrorInsufficientDriver as on a machine without the driver),
  * "device" memory is host memory (so tests can read it), streams and events
  * are small heap objects, copies are synchronous, events complete at once
  * (unless held, see gpuStubHoldEvents).  gpuStubLastCall() names the last
@@ -112,6 +114,11 @@ untrack(void *p, int type)
 int hipGetDeviceCount(int *count)
 {
     RECORD(GET_DEVICE_COUNT);
+    const char *fail = getenv("GPU_STUB_COUNT_STATUS");
+    if (fail != NULL && *fail != '\0') {
+        *count = 0;
+        return atoi(fail);
+    }
     int n = ndevices();
     *count = n;
     return n > 0 ? 0 : N4P_GPU_ERROR_NO_DEVICE;
@@ -389,6 +396,7 @@ const char *hipGetErrorName(int error)
     case E_INVALID_VALUE: return "hipErrorInvalidValue";
     case E_OOM: return "hipErrorOutOfMemory";
     case N4P_GPU_ERROR_NO_DEVICE: return "hipErrorNoDevice";
+    case N4P_GPU_ERROR_INSUFFICIENT_DRIVER: return "hipErrorInsufficientDriver";
     case E_INVALID_DEVICE: return "hipErrorInvalidDevice";
     case E_INVALID_HANDLE: return "hipErrorInvalidHandle";
     default: return "hipErrorUnknown";
@@ -403,6 +411,8 @@ const char *hipGetErrorString(int error)
     case E_INVALID_VALUE: return "invalid argument";
     case E_OOM: return "out of memory";
     case N4P_GPU_ERROR_NO_DEVICE: return "no ROCm-capable device is detected";
+    case N4P_GPU_ERROR_INSUFFICIENT_DRIVER:
+        return "driver version is insufficient for runtime version";
     case E_INVALID_DEVICE: return "invalid device ordinal";
     case E_INVALID_HANDLE: return "invalid resource handle";
     default: return "unknown error";

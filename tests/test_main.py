@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import build_stub, clean_env
 
 
@@ -42,3 +44,33 @@ def test_report_without_a_library():
     assert "/nonexistent/libnccl.so.2" in p.stdout and "No such file" in p.stdout
     j = json.loads(run_main(env, "--json").stdout)
     assert j["library"] is None and "Could not load" in j["error"]
+
+
+@pytest.fixture(scope="module")
+def stub_runtime(tmp_path_factory):
+    import gpu_stub
+
+    return gpu_stub.build_stub(tmp_path_factory.mktemp("gpu-stub"))
+
+
+def test_no_driver_is_said_plainly(tmp_path, stub_runtime):
+    """A GPU runtime installed on a machine without the driver (the runtime
+    answers hipErrorInsufficientDriver / cudaErrorInsufficientDriver)."""
+    nodev = tmp_path / "dev"
+    nodev.mkdir()
+    env = clean_env(NCCL4PY_GPU_RUNTIME=str(stub_runtime), GPU_STUB_COUNT_STATUS="35",
+                    NCCL4PY_TEST_DEV_DIR=str(nodev))
+    p = run_main(env)
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("GPU runtime:"))
+    assert line.endswith("devices: 0"), line
+    assert "  no AMD GPU driver on this machine (the runtime says: hipGetDeviceCount failed: " \
+           "hipErrorInsufficientDriver (35)" in p.stdout
+    assert "unknown" not in line
+    j = json.loads(run_main(env, "--json").stdout)["gpu_runtime"]
+    assert j["device_count"] == 0 and "device_count_error" not in j
+    # with a GPU visible, the same status is a real problem: it stays an error
+    (nodev / "nvidia0").touch()
+    j = json.loads(run_main(env, "--json").stdout)["gpu_runtime"]
+    assert j["device_count"] is None and "InsufficientDriver" in j["device_count_error"]
+    assert "driver is missing or older" in j["note"]
