@@ -13,6 +13,19 @@ PYINC=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 SRC=$(ls src/*.c src/gen/*.c)
 HOST=$(ls host/*.c | grep -v '/test_')
 TOOLS=${LINT_TOOLS:-cppcheck clang-tidy}
+missing=""
+for tool in $TOOLS; do
+    case "$tool" in
+        cppcheck|clang-tidy) command -v "$tool" >/dev/null || missing="$missing $tool" ;;
+        *) echo "tools/lint.sh: unknown tool '$tool' in LINT_TOOLS (cppcheck, clang-tidy)" >&2
+           exit 2 ;;
+    esac
+done
+if [ -n "$missing" ]; then
+    echo "tools/lint.sh: not installed:$missing (apt-get install -y$missing; or" \
+         "LINT_TOOLS=<the other one> tools/lint.sh)" >&2
+    exit 2
+fi
 rc=0
 
 if [[ " $TOOLS " == *" cppcheck "* ]]; then
