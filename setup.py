@@ -4,6 +4,7 @@ Only a C compiler is needed: no Cython, no CUDA or ROCm headers.
 Set NCCL4PY_SANITIZE=1 to build both with AddressSanitizer and UBSan.
 """
 import os
+import shutil
 import subprocess
 import sys
 from glob import glob
@@ -52,6 +53,17 @@ class BuildExt(build_ext):
         _regenerate()
         super().run()
         self.build_host_backend(sources)
+
+    def build_extensions(self):
+        # The compiler is set up by now (CC and sysconfig): say in one line
+        # when it is not there, before anything is compiled.
+        cc = getattr(self.compiler, "compiler_so", None) or [None]
+        if cc[0] and shutil.which(cc[0]) is None:
+            raise SetupError(
+                f"nccl4py builds a C extension and no C compiler was found ({cc[0]!r}): "
+                "install one (Debian/Ubuntu: apt-get install gcc; Fedora/RHEL: dnf install "
+                "gcc; conda: conda install c-compiler) or set CC, then install again")
+        super().build_extensions()
 
     def build_host_backend(self, sources):
         base = "." if self.inplace else self.build_lib

@@ -185,3 +185,16 @@ def test_bad_sanitize_value_is_a_build_error():
     p = subprocess.run([sys.executable, "setup.py", "--version"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120, env=clean_env(NCCL4PY_SANITIZE="yes"))
     assert p.returncode != 0 and "NCCL4PY_SANITIZE='yes'" in p.stderr, p.stderr[-2000:]
+
+
+def test_missing_compiler_is_one_line(tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT, tree, ignore=LOCAL_STATE)
+    p = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
+                       capture_output=True, text=True, timeout=300,
+                       env=clean_env(CC="/nonexistent/cc"))
+    assert p.returncode != 0
+    lines = [ln for ln in (p.stdout + p.stderr).splitlines() if "no C compiler was found" in ln]
+    assert len(lines) == 1 and "'/nonexistent/cc'" in lines[0], p.stderr[-2000:]
+    assert "apt-get install gcc" in lines[0]
+    assert not list(tree.rglob("*.so"))
