@@ -31,3 +31,7 @@ def __getattr__(name):
 
         return getattr(_diagnostics, name)
     raise AttributeError(f"module 'nccl' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -10,12 +10,15 @@ are not covered here.
 from __future__ import annotations
 
 import inspect
+import pydoc
+import re
 
 import gen_api
 import pytest
 
 import nccl._nccl as ext
 import nccl.bindings as b
+from conftest import ROOT
 
 
 def _public_functions():
@@ -83,3 +86,15 @@ COMMUNICATOR_METHODS = sorted(
 @pytest.mark.parametrize("name", COMMUNICATOR_METHODS)
 def test_communicator_methods_have_signatures(name):
     inspect.signature(getattr(ext._CommunicatorBase, name))
+
+
+def test_help_of_communicator_starts_with_the_collectives():
+    import nccl.core as nc
+
+    text = pydoc.render_doc(nc.Communicator, renderer=pydoc.plaintext)
+    top = "\n".join(text.splitlines()[:30])
+    table = (ROOT / "src" / "collectives.def").read_text()
+    methods = re.findall(r"^N4P_COLL\((\w+),", table, re.M)
+    assert len(methods) >= 10
+    missing = [m for m in methods if not re.search(rf"\b{m}\(", top)]
+    assert missing == [], f"help(Communicator) does not show {missing} near the top"

@@ -304,3 +304,10 @@ def test_the_version_states_the_upstream_api_level():
         assert v < Version(later)
     for requirement in (">=0.3", ">=0.6", "~=0.6.0", "==0.6.*", ">=0.2,<0.7"):
         assert v in SpecifierSet(requirement), requirement
+
+
+def test_dir_lists_the_lazy_names():
+    import nccl
+
+    assert {"get_version", "show_versions", "VersionInfo", "LibraryInfo", "bindings",
+            "__version__"} <= set(dir(nccl))

@@ -102,6 +102,23 @@ def _register_exit_dump() -> None:
 class Communicator(_nccl._CommunicatorBase):
     """An NCCL/RCCL communicator.
 
+    Collectives (every rank calls them, in the same order)::
+
+        allreduce(sendbuf, recvbuf, op)     broadcast(sendbuf, recvbuf, root)
+        reduce(sendbuf, recvbuf, op, root)  allgather(sendbuf, recvbuf)
+        reduce_scatter(sendbuf, recvbuf, op)
+        alltoall(sendbuf, recvbuf)          gather(sendbuf, recvbuf, root)
+        scatter(sendbuf, recvbuf, root)
+        allreduce_with_bias(sendbuf, recvbuf, op, bias)        (RCCL only)
+        alltoallv(sendbuf, sendcounts, sdispls, recvbuf, ...)  (RCCL only)
+
+    Each takes ``stream=`` too, and all but the RCCL ones ``config=`` (an
+    ``NCCLCollConfig``).
+    Point to point: ``send(sendbuf, peer)``, ``recv(recvbuf, peer)``, with
+    ``stream=`` (pair them inside ``nccl.core.group()``).  Creation:
+    ``init``, ``from_env``, ``init_all``, ``split``, ``shrink``, ``grow``;
+    the end: ``destroy``, ``abort``.
+
     ``Communicator.init(nranks, rank, unique_id, config=None)`` creates one;
     ``Communicator(ptr)`` wraps an existing ``ncclComm_t`` (which it does not
     own: it is never released on garbage collection); ``Communicator()`` is
