@@ -99,6 +99,15 @@ def test_wheel_contents_and_metadata(dists):
     for minor in (10, 11, 12, 13):
         assert f"Programming Language :: Python :: 3.{minor}" in classifiers
     assert not [c for c in classifiers if c.startswith("License ::")]  # SPDX replaces them
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
+    assert urls and all(u.startswith("https://") for u in urls.values()), urls
+    assert urls["Upstream nccl4py"] == "https://pypi.org/project/nccl4py/"
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    with zipfile.ZipFile(wheel) as z:
+        scripts = z.read(entry_points).decode()
+    for script in ("nccl4py-run = nccl.run:main", "nccl4py-bench = nccl.bench:main",
+                   "nccl4py-trace = nccl.trace:main"):
+        assert script in scripts, scripts
 
 
 def _upstream_wheel(where: Path, version: str) -> Path:
