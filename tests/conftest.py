@@ -241,5 +241,30 @@ def lib(tmp_path_factory):
     return build(tmp_path_factory.mktemp("producers"))
 
 
+# ------------------------------------------------------------ heavy checks
+
+def pytest_addoption(parser):
+    parser.addoption("--heavy", action="store_true", default=False,
+                     help="also run the tests marked heavy (sanitizer build, packaging, "
+                          "the real NCCL wheel, long fuzzing); with -m heavy, only those")
+
+
+# The CPU-side checks against the real libnccl and its headers need the
+# nvidia-nccl-cu13 wheel, a 305 MB download that the fast run does without.
+REAL_NCCL = pytest.mark.heavy("the real NCCL: pip install nvidia-nccl-cu13, a 305 MB download")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``@pytest.mark.heavy("what")`` are skipped unless --heavy
+    is given; the skip reason says what the test is and how to run it."""
+    if config.getoption("--heavy") or os.environ.get("NCCL4PY_TESTING_RANK") is not None:
+        return
+    for item in items:
+        marker = item.get_closest_marker("heavy")
+        if marker is not None:
+            what = marker.args[0] if marker.args else "a long check"
+            item.add_marker(pytest.mark.skip(reason=f"heavy check ({what}); run it with --heavy"))
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_STUB_DIR, ignore_errors=True)

@@ -128,6 +128,7 @@ def test_help_explains_ranks_and_the_flags():
         assert flag in p.stdout, flag
 
 
+@pytest.mark.heavy("an all-reduce sweep to 64 MiB long enough for progress ticks")
 @needs_host
 def test_progress_ticks_with_an_eta():
     p = bench("all_reduce", "-b", "16M", "-e", "64M", "-f", "4", "-n", "20",

@@ -18,6 +18,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "host_vs_mpi.py"
 OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall")
 
 
+@pytest.mark.heavy("bench/host_vs_mpi.py: every collective on 2 and 3 ranks")
 def test_host_alone(tmp_path):
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, str(SCRIPT), "--peers", "--ranks", "2", "3",

@@ -9,7 +9,7 @@ import pytest
 
 import nccl.bindings as b
 import nccl.core as nc
-from conftest import clean_env, run_python
+from conftest import REAL_NCCL, clean_env, run_python
 from nccl.core import NcclInvalid, encryption
 
 KEY = "k" * 32
@@ -87,6 +87,7 @@ print(json.dumps(out))
 """
 
 
+@REAL_NCCL
 def test_on_the_real_nccl():
     from nccl import _discovery
 

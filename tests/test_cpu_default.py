@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, clean_env, host_available, mpiexec, run_python
+from conftest import REAL_NCCL, ROOT, clean_env, host_available, mpiexec, run_python
 from nccl import _discovery
 
 
@@ -143,6 +143,7 @@ def _wheel():
 LOADED = "import nccl.bindings as b; print(b.get_library_path())"
 
 
+@REAL_NCCL
 @pytest.mark.skipif(not host_available(), reason="host backend not built")
 def test_loader_without_gpu_loads_the_host_backend(nodev):
     _wheel()
@@ -151,6 +152,7 @@ def test_loader_without_gpu_loads_the_host_backend(nodev):
     assert p.stdout.strip() == _discovery.host_backend_path()
 
 
+@REAL_NCCL
 def test_loader_with_a_gpu_loads_the_nccl_wheel(gpudev):
     wheel = _wheel()
     p = run_python(LOADED, clean_env(**{_discovery.TEST_DEV_DIR_ENV: str(gpudev)}))
@@ -158,6 +160,7 @@ def test_loader_with_a_gpu_loads_the_nccl_wheel(gpudev):
     assert p.stdout.strip() == wheel
 
 
+@REAL_NCCL
 def test_loader_with_platform_named_loads_the_nccl_wheel(nodev):
     wheel = _wheel()
     p = run_python(LOADED, clean_env(NCCL4PY_PLATFORM="cuda",
@@ -254,6 +257,7 @@ def _mpi_job(nodev, *command, **env):
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
+@REAL_NCCL
 @pytest.mark.skipif(not host_available(), reason="host backend not built")
 def test_get_version_without_gpu(nodev):
     _wheel()
@@ -263,6 +267,7 @@ def test_get_version_without_gpu(nodev):
     assert "libnccl4py_host.so" in p.stdout
 
 
+@REAL_NCCL
 @pytest.mark.skipif(not host_available(), reason="host backend not built")
 def test_example_under_mpiexec_without_gpu_uses_numpy(nodev):
     p = _mpi_job(nodev, "examples/01_basic/01_allreduce.py")
@@ -270,6 +275,7 @@ def test_example_under_mpiexec_without_gpu_uses_numpy(nodev):
     assert p.stdout.count("SUCCESS") == 2
 
 
+@REAL_NCCL
 @pytest.mark.skipif(not host_available(), reason="host backend not built")
 def test_bench_under_mpiexec_without_gpu_uses_numpy(nodev):
     p = _mpi_job(nodev, "-m", "nccl.bench", "all_reduce", "-b", "8", "-e", "1K", "-f", "8",
@@ -279,6 +285,7 @@ def test_bench_under_mpiexec_without_gpu_uses_numpy(nodev):
     assert "# Result: OK" in p.stdout
 
 
+@REAL_NCCL
 def test_gpu_library_without_gpu_says_what_to_do(nodev):
     p = _mpi_job(nodev, "-m", "nccl.bench", "all_reduce", "-b", "8", "-e", "8",
                  NCCL4PY_PLATFORM="cuda")

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 import gen_types
-from conftest import ROOT, cc, nccl_header_text
+from conftest import REAL_NCCL, ROOT, cc, nccl_header_text
 import nccl.core
 from nccl import _enums
 
@@ -177,6 +177,7 @@ def _header_enums(text):
     return out
 
 
+@REAL_NCCL
 def test_values_are_those_of_the_real_nccl_headers():
     real = _header_enums(nccl_header_text())
     for e in C_ENUMS:
@@ -190,6 +191,7 @@ def test_values_are_those_of_the_real_nccl_headers():
 NOT_IN_GROUP = {"NCCL_WIN_REQUIRED_ALIGNMENT"}
 
 
+@REAL_NCCL
 def test_define_groups_are_those_of_the_real_nccl_headers():
     """Every #define of a group's prefix in NCCL's headers is a member, with
     NCCL's value (and no member is one NCCL lacks)."""
@@ -262,6 +264,7 @@ def _c_value(text):
     return int(text.rstrip("uUlL"), 0)
 
 
+@REAL_NCCL
 def test_constants_are_those_of_the_real_nccl_header():
     """Every N4P_CONSTANT is a #define of NCCL's headers, with its value and
     kind (integer, floating, null pointer)."""

@@ -7,7 +7,10 @@ import subprocess
 
 import gen_api
 
+from conftest import REAL_NCCL
 from host_ctypes import LAYOUT_PROBE, gcc, real_headers
+
+pytestmark = REAL_NCCL
 
 # Declared by NCCL 2.32.3's headers only for Windows (exported on Linux):
 # their prototypes are checked against the header text by

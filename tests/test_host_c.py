@@ -14,6 +14,7 @@ from conftest import ROOT, clean_env, host_available, new_ids, shm_path
 from hostproc import Rank, host_env, wait_for
 
 
+@pytest.mark.heavy("make -C host test: the host backend's C test program")
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_c_test_program(tmp_path):
     build = tmp_path / "build"

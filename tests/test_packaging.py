@@ -62,6 +62,7 @@ def sdist_names(sdist: Path) -> set[str]:
         return {m.name.split("/", 1)[1] for m in t.getmembers() if "/" in m.name and m.isfile()}
 
 
+@pytest.mark.heavy("python -m build: an sdist and a wheel, installed in a fresh venv")
 def test_sdist_is_complete(dists):
     sdist, _ = dists
     names = sdist_names(sdist)
@@ -82,6 +83,7 @@ def test_sdist_is_complete(dists):
         assert sorted(tracked - names - NOT_SHIPPED) == []
 
 
+@pytest.mark.heavy("python -m build: an sdist and a wheel, installed in a fresh venv")
 def test_wheel_contents_and_metadata(dists):
     _, wheel = dists
     with zipfile.ZipFile(wheel) as z:
@@ -124,6 +126,7 @@ def _upstream_wheel(where: Path, version: str) -> Path:
     return path
 
 
+@pytest.mark.heavy("python -m build: an sdist and a wheel, installed in a fresh venv")
 def test_wheel_from_sdist_runs_an_example_in_a_fresh_venv(dists, tmp_path):
     sdist, wheel = dists
     src = tmp_path / "unpacked"

@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from conftest import clean_env, run_python
+from conftest import REAL_NCCL, clean_env, run_python
+
+pytestmark = REAL_NCCL
 
 PROBE = r"""
 import ctypes, json, os

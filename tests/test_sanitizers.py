@@ -40,7 +40,7 @@ def _sanitizer_runtime() -> bool:
     return os.path.isabs(out) and os.path.exists(out)
 
 
-@pytest.mark.slow
+@pytest.mark.heavy("ASan+UBSan build of the package and a subset of the suite under it")
 @pytest.mark.skipif(not _sanitizer_runtime(), reason="no ASan runtime for the C compiler")
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is needed for the host C test")
 def test_sanitizer_build_runs_clean():
@@ -57,6 +57,7 @@ def test_sanitizer_build_runs_clean():
     assert "ERROR: AddressSanitizer" not in out and "runtime error:" not in out, out[-6000:]
 
 
+@pytest.mark.heavy("cppcheck and clang-tidy over src/ and host/")
 @pytest.mark.skipif(shutil.which("cppcheck") is None or shutil.which("clang-tidy") is None,
                     reason="cppcheck and clang-tidy are not installed "
                            "(apt-get install -y cppcheck clang-tidy)")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from conftest import clean_env, run_python
+from conftest import REAL_NCCL, clean_env, run_python
 from test_host_collectives import host_available
 
 
@@ -159,6 +159,7 @@ def test_get_version_on_host():
     assert out["top"][2] == f"{out['version']} @ {out['path']}"
 
 
+@REAL_NCCL
 def test_get_version_on_the_real_nccl():
     from nccl import _discovery
 

@@ -11,7 +11,7 @@ import pytest
 
 import nccl.bindings as b
 from nccl._nccl import _struct_layouts
-from conftest import ROOT, cc, nccl_include_dir
+from conftest import REAL_NCCL, ROOT, cc, nccl_include_dir
 
 # (sizeof, {field: offset}) on x86_64, from the NCCL 2.32.3 headers
 EXPECTED = {
@@ -228,6 +228,7 @@ int main(void) {
 """
 
 
+@REAL_NCCL
 def test_layout_against_real_header(tmp_path):
     """When a real nccl.h (and CUDA runtime headers) are present, a C probe
     compiled against it agrees with our layout for the fields both share."""
