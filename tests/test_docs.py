@@ -114,7 +114,7 @@ def test_readme_keeps_its_two_commands():
     assert main.startswith("pip install -e . && python -m nccl.bench ")
     assert "--backend host" in main
     assert found["<!-- test-command -->"][0] == \
-        "pip install -e '.[test]' nvidia-nccl-cu13 && python -m pytest -q"
+        "pip install -e '.[test]' && python -m pytest -q -rs -n 2 --dist loadfile"
 
 
 def test_readme_program_is_the_example():
@@ -174,7 +174,7 @@ def classify(cmd: str, comment: str, before: str) -> tuple[str, str]:
     if m:
         assert m.group(1) in NEEDS, f"unknown need {m.group(1)!r}: use one of {sorted(NEEDS)}"
         return "marked", m.group(1)
-    m = re.fullmatch(r"run by (tests/\S+\.py)", comment)
+    m = re.fullmatch(r"run by (tests/\S+\.py|\.ci/run)", comment)
     if m:
         return "delegated", m.group(1)
     return "run", ""
@@ -190,6 +190,9 @@ def test_command(where, cmd, comment, before, scratch):
     if kind == "suite":
         return
     if kind == "marked":
+        return
+    if kind == "delegated" and detail == ".ci/run":
+        assert cmd in (ROOT / detail).read_text(), f".ci/run does not run {cmd!r}"
         return
     if kind == "delegated":
         test_file = ROOT / detail
@@ -250,6 +253,7 @@ def test_markers_are_recognised():
         ("find /dev/shm -name 'a#b' -mmin +60", "needs a GPU")
     assert classify("x", "needs a GPU", "") == ("marked", "a GPU")
     assert classify("x", "run by tests/test_x.py", "") == ("delegated", "tests/test_x.py")
+    assert classify("x", "run by .ci/run", "") == ("delegated", ".ci/run")
     assert classify("x", "-t: prefix lines", "") == ("run", "")
     with pytest.raises(AssertionError, match="unknown need"):
         classify("x", "needs a TPU", "")
