@@ -168,6 +168,15 @@ def run_python(code: str, env: dict[str, str], timeout: float = 60) -> subproces
                           timeout=timeout)
 
 
+def help_option(short: str, long: str, metavar: str) -> str:
+    """How argparse's --help lists an option with both spellings: the metavar
+    after each (``-b SIZE, --minbytes SIZE``), or since Python 3.13 once, at
+    the end (``-b, --minbytes SIZE``)."""
+    if sys.version_info >= (3, 13):
+        return f"{short}, {long} {metavar}"
+    return f"{short} {metavar}, {long} {metavar}"
+
+
 @pytest.fixture
 def check():
     """A refdata.Checker: collects every mismatch; end the test with check.assert_ok()."""

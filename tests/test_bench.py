@@ -11,7 +11,7 @@ import zlib
 import pytest
 
 from bench_run import bench, parse
-from conftest import clean_env, host_available
+from conftest import clean_env, help_option, host_available
 
 pytestmark = pytest.mark.skipif(not host_available(), reason="host backend not built")
 
@@ -123,7 +123,7 @@ def test_usage_errors():
     assert bench("all_reduce", "-d", "complex").returncode == 2
     h = subprocess.run([sys.executable, "-m", "nccl.bench", "--help"], capture_output=True,
                        text=True)
-    assert h.returncode == 0 and "-b SIZE, --minbytes SIZE" in h.stdout
+    assert h.returncode == 0 and help_option("-b", "--minbytes", "SIZE") in h.stdout
 
 
 def test_sizes_and_factors():

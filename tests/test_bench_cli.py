@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import clean_env, host_available
+from conftest import clean_env, help_option, host_available
 from bench_run import bench, parse
 
 needs_host = pytest.mark.skipif(not host_available(), reason="host backend not built")
@@ -123,8 +123,9 @@ def test_help_explains_ranks_and_the_flags():
     assert p.returncode == 0
     text = " ".join(p.stdout.split())
     assert "-g and -t accept only 1 (nccl-tests' -g 8 is --nranks 8 here)" in text
-    for flag in ("-G N, --cudagraph N", "-z N, --blocking N", "-N N, --run_cycles N",
-                 "-C N, --report_cputime N", "--plot-from JSON", "--progress-every SECONDS"):
+    for flag in (help_option("-G", "--cudagraph", "N"), help_option("-z", "--blocking", "N"),
+                 help_option("-N", "--run_cycles", "N"), help_option("-C", "--report_cputime", "N"),
+                 "--plot-from JSON", "--progress-every SECONDS"):
         assert flag in p.stdout, flag
 
 
