@@ -2,6 +2,7 @@
 added to it reaches every output, and its values are NCCL's own."""
 from __future__ import annotations
 
+import enum
 import importlib
 import re
 import subprocess
@@ -16,6 +17,15 @@ from nccl import _enums
 ENUMS = gen_types.parse_enums()
 C_ENUMS = [e for e in ENUMS if e.c]
 DEFINES = [e for e in ENUMS if e.defines]  # nccl.h's #define groups
+
+
+class _Undocumented(enum.IntEnum):
+    A = 0
+
+
+# The docstring of an enum class that has none: None, or before Python 3.11
+# the one enum supplies ("An enumeration.").
+NO_DOC = _Undocumented.__doc__
 
 
 def _copy_tree(root):
@@ -131,7 +141,7 @@ def test_every_member_reaches_nccl_core(e):
             assert getattr(module, member.name) is member and member.name in module.__all__
     if core.base != "METHODS":
         assert [b.__name__ for b in cls.__bases__] == gen_types.ENUM_BASES[core.base].split(", ")
-        assert cls.__doc__ == ("\n    ".join(core.doc.splitlines()) if core.doc else None)
+        assert cls.__doc__ == ("\n    ".join(core.doc.splitlines()) if core.doc else NO_DOC)
     assert core.name in module.__all__ and core.name in nccl.core.__all__
 
 
