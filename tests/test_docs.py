@@ -114,7 +114,7 @@ def test_readme_keeps_its_two_commands():
     assert main.startswith("pip install -e . && python -m nccl.bench ")
     assert "--backend host" in main
     assert found["<!-- test-command -->"][0] == \
-        "pip install -e '.[test]' && python -m pytest -q -rs -n 2 --dist loadfile"
+        "pip install -e '.[test]' && python -m pytest -q -ra -n 2 --dist loadfile"
 
 
 def test_readme_program_is_the_example():
