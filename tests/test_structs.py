@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -271,7 +272,11 @@ def test_upstream_0_6_names_resolve():
             obj = getattr(obj, part)
         return True
 
-    assert [n for n in names if not resolves(n)] == []
+    # upstream's list was taken on a newer Python: attributes that Python's own
+    # built-in bases gained later (BaseException.add_note, 3.11) are not ours
+    newer_builtins = {"add_note": (3, 11)}
+    assert [n for n in names if sys.version_info >= newer_builtins.get(n.rsplit(".", 1)[-1], (3,))
+            and not resolves(n)] == []
 
 
 def test_nested_fields_are_views_of_the_outer_struct():
