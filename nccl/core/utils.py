@@ -50,7 +50,13 @@ def get_lib_path() -> pathlib.Path | None:
 
 
 class UniqueId:
-    """A 128-byte ``ncclUniqueId``: ``bytes(uid)``, picklable, ``from_bytes``."""
+    """A 128-byte ``ncclUniqueId``: ``bytes(uid)``, picklable, ``from_bytes``.
+
+    :attr:`as_ndarray` is a writable view of the id's own bytes, so a
+    buffer transport can fill it in place, as in
+    ``MPI.COMM_WORLD.Bcast([uid.as_ndarray, MPI.BYTE], root=0)``.  Ids
+    compare by their bytes; since those can change through the view, a
+    UniqueId is not hashable (use ``bytes(uid)`` as a key)."""
 
     __slots__ = ("_internal",)
 
@@ -78,9 +84,13 @@ class UniqueId:
 
     @property
     def as_ndarray(self):
+        """A 1-element ``unique_id_dtype`` record array over the id's own
+        bytes (not a copy): writing into it changes the id.  The array keeps
+        the id's storage alive."""
         import numpy as np
 
-        return np.frombuffer(bytes(self._internal), dtype=_b.unique_id_dtype).view(np.recarray)
+        return np.ndarray((1,), dtype=_b.unique_id_dtype,
+                          buffer=self._internal).view(np.recarray)
 
     def __getstate__(self) -> bytes:
         return bytes(self._internal)
@@ -93,8 +103,7 @@ class UniqueId:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, UniqueId) and bytes(self) == bytes(other)
 
-    def __hash__(self) -> int:
-        return hash(bytes(self))
+    __hash__ = None  # type: ignore[assignment]  # mutable through as_ndarray
 
     def __repr__(self) -> str:
         h = bytes(self).hex()
