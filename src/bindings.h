@@ -42,6 +42,7 @@ enum n4p_handle_kind { N4P_H_COMM, N4P_H_WINDOW, N4P_H_COUNT };
 
 typedef struct {
     PyObject *nccl_error;          /* nccl._errors.NCCLError */
+    PyObject *timeout_error;       /* nccl._errors.NcclTimeoutError (trace.c) */
     PyObject *function_not_found;  /* nccl._errors.FunctionNotFoundError */
     PyObject *not_supported;       /* nccl._errors.NotSupportedError */
     PyObject *nccl_invalid;        /* nccl._errors.NcclInvalid */

@@ -10,17 +10,27 @@
 int
 n4p_init_errors(PyObject *Py_UNUSED(mod), n4p_state *st)
 {
+    struct {
+        PyObject **slot;
+        const char *name;
+    } classes[] = {
+        {&st->nccl_error, "NCCLError"},
+        {&st->timeout_error, "NcclTimeoutError"},
+        {&st->function_not_found, "FunctionNotFoundError"},
+        {&st->not_supported, "NotSupportedError"},
+        {&st->nccl_invalid, "NcclInvalid"},
+    };
     PyObject *m = PyImport_ImportModule("nccl._errors");
     if (m == NULL)
         return -1;
-    st->nccl_error = PyObject_GetAttrString(m, "NCCLError");
-    st->function_not_found = PyObject_GetAttrString(m, "FunctionNotFoundError");
-    st->not_supported = PyObject_GetAttrString(m, "NotSupportedError");
-    st->nccl_invalid = PyObject_GetAttrString(m, "NcclInvalid");
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
+        /* stop at the first failure: no call with its exception pending */
+        if ((*classes[i].slot = PyObject_GetAttrString(m, classes[i].name)) == NULL) {
+            Py_DECREF(m);
+            return -1;
+        }
+    }
     Py_DECREF(m);
-    if (st->nccl_error == NULL || st->function_not_found == NULL || st->not_supported == NULL ||
-        st->nccl_invalid == NULL)
-        return -1;
     return 0;
 }
 

@@ -75,6 +75,7 @@ module_traverse(PyObject *mod, visitproc visit, void *arg)
 {
     n4p_state *st = n4p_get_state(mod);
     Py_VISIT(st->nccl_error);
+    Py_VISIT(st->timeout_error);
     Py_VISIT(st->function_not_found);
     Py_VISIT(st->not_supported);
     Py_VISIT(st->nccl_invalid);
@@ -97,6 +98,7 @@ module_clear(PyObject *mod)
 {
     n4p_state *st = n4p_get_state(mod);
     Py_CLEAR(st->nccl_error);
+    Py_CLEAR(st->timeout_error);
     Py_CLEAR(st->function_not_found);
     Py_CLEAR(st->not_supported);
     Py_CLEAR(st->nccl_invalid);

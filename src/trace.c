@@ -335,39 +335,61 @@ completed(n4p_trace *t, n4p_trace_entry *e, int64_t now)
     }
 }
 
-/* Raise NcclTimeoutError for t (aborted by the watchdog); NULL. */
+/* Raise NcclTimeoutError for t (aborted by the watchdog); NULL.
+ *
+ * Python is called with no exception pending and without t->mu: what the
+ * exception says is copied under the lock first, because another thread
+ * takes the lock with the GIL held (abort(), _trace_setup) and making the
+ * exception runs Python code, which may let that thread run.  The class
+ * comes from the module state, fetched at import.  The NCCLError of a call
+ * the abort interrupted becomes the exception's __context__; any other
+ * pending exception (a signal handler's KeyboardInterrupt, say) propagates as
+ * it is, and the next use of the communicator raises NcclTimeoutError. */
 static PyObject *
-raise_aborted(n4p_trace *t, const char *when)
+raise_aborted(PyObject *mod, n4p_trace *t, const char *when)
 {
-    PyObject *m = PyImport_ImportModule("nccl._errors");
-    PyObject *cls = m ? PyObject_GetAttrString(m, "NcclTimeoutError") : NULL;
-    Py_XDECREF(m);
-    if (cls == NULL)
+    n4p_state *st = n4p_get_state(mod);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (type != NULL && !PyErr_GivenExceptionMatches(type, st->nccl_error)) {
+        PyErr_Restore(type, value, tb);
         return NULL;
+    }
+    char msg[1024];
     pthread_mutex_lock(&t->mu);
     int status = t->abort_status;
-    char msg[1024];
+    const char *op = t->abort_op != NULL ? t->abort_op : "a call";
+    unsigned long long seq = (unsigned long long)t->abort_seq;
+    double waited = t->abort_waited;
     if (status == ncclTimeout)
         snprintf(msg, sizeof msg,
                  "%s #%llu did not complete within the watchdog timeout of %.3g s (waited %.1f "
                  "s%s%s); the watchdog aborted the communicator%s%s%s",
-                 t->abort_op, (unsigned long long)t->abort_seq, (double)t->timeout_ns / 1e9,
-                 t->abort_waited, t->waiting_for[0] ? "; it waited for ranks " : "", t->waiting_for,
-                 when, t->last_path[0] ? "; flight record: " : "", t->last_path);
+                 op, seq, (double)t->timeout_ns / 1e9, waited,
+                 t->waiting_for[0] ? "; it waited for ranks " : "", t->waiting_for, when,
+                 t->last_path[0] ? "; flight record: " : "", t->last_path);
     else
         snprintf(msg, sizeof msg,
                  "the library reported an asynchronous error (status %d) while %s #%llu was in "
                  "flight; the watchdog aborted the communicator%s%s%s",
-                 status, t->abort_op, (unsigned long long)t->abort_seq, when,
-                 t->last_path[0] ? "; flight record: " : "", t->last_path);
-    PyObject *exc = PyObject_CallFunction(cls, "issKd", status, msg, t->abort_op,
-                                          (unsigned long long)t->abort_seq, t->abort_waited);
+                 status, op, seq, when, t->last_path[0] ? "; flight record: " : "",
+                 t->last_path);
     pthread_mutex_unlock(&t->mu);
-    if (exc != NULL) {
-        PyErr_SetObject(cls, exc);
-        Py_DECREF(exc);
+    if (type != NULL)
+        PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *exc = PyObject_CallFunction(st->timeout_error, "issKd", status, msg, op, seq,
+                                          waited);
+    if (exc != NULL && value != NULL) {
+        if (tb != NULL)
+            (void)PyException_SetTraceback(value, tb);
+        PyException_SetContext(exc, value); /* steals value */
+        value = NULL;
     }
-    Py_DECREF(cls);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (exc != NULL) /* Restore, not SetObject: that would replace the context */
+        PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, NULL);
     return NULL;
 }
 
@@ -375,7 +397,6 @@ PyObject *
 n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *outer,
               PyObject *res, ncclComm_t *comm)
 {
-    (void)mod;
     if (e == NULL)
         return res;
     n4p_trace_cur = outer;
@@ -408,22 +429,25 @@ n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *
         }
         *comm = NULL;
         Py_XDECREF(res);
-        return raise_aborted(t, "");
+        return raise_aborted(mod, t, "");
     }
-    if (res == NULL && e->status > 0 && e->status != ncclInProgress && n4p_tsettings.dir[0])
+    if (res == NULL && e->status > 0 && e->status != ncclInProgress && n4p_tsettings.dir[0]) {
+        Py_BEGIN_ALLOW_THREADS /* the exception stays pending on this thread */
         (void)n4p_trace_write_default(t, "error");
+        Py_END_ALLOW_THREADS
+    }
     return res;
 }
 
 int
-n4p_trace_check(PyObject *Py_UNUSED(mod), n4p_trace *t, ncclComm_t *comm, const char *op)
+n4p_trace_check(PyObject *mod, n4p_trace *t, ncclComm_t *comm, const char *op)
 {
     if (t == NULL || !atomic_load_explicit(&t->aborted_flag, memory_order_acquire))
         return 0;
     *comm = NULL;
     char when[160];
     snprintf(when, sizeof when, " (this call: %.100s)", op);
-    raise_aborted(t, when);
+    raise_aborted(mod, t, when);
     return -1;
 }
 

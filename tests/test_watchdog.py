@@ -337,6 +337,79 @@ def test_timeout_error_pickles():
     assert (str(f), f.operation, f.seq, f.waited) == (str(e), "allreduce", 5, 2.5)
 
 
+# ----------------------------------------- the abort of a blocked call
+
+INTERRUPTED = r"""
+import json, sys, threading, time
+import numpy as np
+import nccl.core as nc
+from nccl import _errors
+
+comms = nc.Communicator.init_all(2)   # one process; rank 1 never calls
+x = np.ones(8, np.float32)
+out = {}
+if sys.argv[1] == "abort-while-raising":
+    # Making the exception runs Python, which lets other threads run: one
+    # that aborts the communicator now must not wait for the raising one.
+    making = threading.Event()
+    plain_init = _errors.NcclTimeoutError.__init__
+
+    def slow_init(self, *args, **kwargs):
+        making.set()
+        time.sleep(0.5)   # the GIL is released: the other thread runs
+        plain_init(self, *args, **kwargs)
+
+    _errors.NcclTimeoutError.__init__ = slow_init
+
+    def abort_now():
+        making.wait()
+        comms[0].abort()
+        out["abort"] = "returned"
+
+    th = threading.Thread(target=abort_now)
+    th.start()
+try:
+    comms[0].allreduce(x, x, nc.SUM)   # blocked in the library until the watchdog aborts
+except BaseException as e:
+    ctx = e.__context__
+    out.update(error=type(e).__name__, operation=getattr(e, "operation", None),
+               seq=getattr(e, "seq", None), message=str(e), context=type(ctx).__name__,
+               context_status=getattr(ctx, "status", None), context_message=str(ctx))
+if sys.argv[1] == "abort-while-raising":
+    th.join()
+try:
+    comms[0].allreduce(x, x, nc.SUM)
+except BaseException as e:
+    out["again"] = type(e).__name__
+print(json.dumps(out), flush=True)
+for c in comms:
+    c.abort()
+"""
+
+
+@pytest.mark.parametrize("scenario", ["plain", "abort-while-raising"])
+@needs_host
+def test_a_blocked_call_the_watchdog_aborts_raises_timeout_error(scenario):
+    """The call waiting in the library returns the library's error when the
+    watchdog aborts the communicator: it raises NcclTimeoutError with that
+    NCCLError as its context (on every Python: no call into Python with the
+    library's exception pending), and a thread that aborts the communicator
+    while the exception is being made does not deadlock with it."""
+    p = subprocess.run([sys.executable, "-c", INTERRUPTED, scenario], capture_output=True,
+                       text=True, env=host_env(NCCL4PY_WATCHDOG_TIMEOUT="1",
+                                               NCCL4PY_HOST_TIMEOUT="300"), timeout=60)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout)
+    assert out["error"] == "NcclTimeoutError", out
+    assert (out["operation"], out["seq"]) == ("allreduce", 1), out
+    assert "allreduce #1 did not complete within the watchdog timeout of 1 s" in out["message"]
+    assert out["context"] == "NCCLError" and out["context_status"] == 5, out
+    assert "aborted while ncclAllReduce waited" in out["context_message"], out
+    assert out["again"] == "NcclTimeoutError", out  # also after abort() forgot it
+    if scenario == "abort-while-raising":
+        assert out["abort"] == "returned", out
+
+
 # ------------------------------------------------------------ GPU path
 
 GPU_WORKER = r"""
