@@ -112,7 +112,8 @@ ensure_info(PyObject *mod, commobj *self)
     int n = -1, r = -1, dev = 0;
     ncclResult_t rc;
     int host = n4p_library_kind == N4P_LIB_HOST;
-    ncclCommCuDevice_fn cu = host ? NULL : (ncclCommCuDevice_fn)n4p_fns[N4P_IDX_ncclCommCuDevice];
+    /* the host backend reports ncclCommInitAll's device index too */
+    ncclCommCuDevice_fn cu = (ncclCommCuDevice_fn)n4p_fns[N4P_IDX_ncclCommCuDevice];
     Py_BEGIN_ALLOW_THREADS
     rc = count(self->comm, &n);
     if (rc == ncclSuccess)
@@ -126,13 +127,9 @@ ensure_info(PyObject *mod, commobj *self)
     }
     self->nranks = n;
     self->rank = r;
-    if (host) {
-        self->dev_type = N4P_DEV_CPU;
-        self->dev_id = 0;
-    } else {
-        self->dev_type = n4p_library_kind == N4P_LIB_RCCL ? N4P_DEV_ROCM : N4P_DEV_CUDA;
-        self->dev_id = dev;
-    }
+    self->dev_type = host ? N4P_DEV_CPU
+                   : n4p_library_kind == N4P_LIB_RCCL ? N4P_DEV_ROCM : N4P_DEV_CUDA;
+    self->dev_id = dev;
     return 0;
 }
 

@@ -36,6 +36,7 @@ from .constants import UNIQUE_ID_BYTES, CommShrinkFlag, CommSuspendFlag, WindowF
 from .resources import (CommResource, CustomRedOp, DevCommResource, RegisteredBufferHandle,
                         RegisteredWindowHandle)
 from .enums import NcclCftTeamMode, decode_gin_type
+from .host_device import CPUDevice, host_device_count
 from .properties import NCCLCommProperties
 from .team import NCCLTeam
 from .typing import NcclDataType
@@ -45,20 +46,6 @@ __all__ = ["Communicator", "CPUDevice"]
 
 _DEV_CPU = 1
 
-
-class CPUDevice:
-    """The device of a communicator on the host backend: host memory."""
-
-    device_id = 0
-
-    def __repr__(self) -> str:
-        return "<CPUDevice (host backend)>"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CPUDevice)
-
-    def __hash__(self) -> int:
-        return hash(CPUDevice)
 
 _R = TypeVar("_R", bound=CommResource)
 
@@ -169,14 +156,18 @@ class Communicator(_nccl._CommunicatorBase):
 
     @classmethod
     def init_all(cls, devices: int | Sequence[int] | None = None) -> list["Communicator"]:
-        """One communicator per device, all in this process (``ncclCommInitAll``)."""
+        """One communicator per device, all in this process (``ncclCommInitAll``).
+
+        ``devices``: a count n (devices 0..n-1), a sequence of device ids, or
+        None: every visible GPU, and on the host backend
+        ``NCCL4PY_HOST_DEVICES`` (default 2; docs/environment.md)."""
         if devices is None:
             if _nccl.library_family() == "host":
-                raise NcclInvalid("init_all(None) counts GPUs; on the host backend pass the "
-                                  "number of ranks, e.g. init_all(4)")
-            from nccl import _runtime
+                devices = range(host_device_count())
+            else:
+                from nccl import _runtime
 
-            devices = range(_runtime.device_count())
+                devices = range(_runtime.device_count())
         elif isinstance(devices, int) and not isinstance(devices, bool):
             devices = range(devices)
         elif not isinstance(devices, (list, tuple, range)):
@@ -430,12 +421,13 @@ class Communicator(_nccl._CommunicatorBase):
     def device(self):
         """The communicator's device: a cuda.core ``Device`` on GPUs (cuda.core's
         own when installed, else nccl's shim of it on the C runtime layer), a
-        :class:`CPUDevice` on the host backend."""
+        :class:`CPUDevice` on the host backend (its ``device_id`` is the
+        index ``init_all`` gave it, 0 for ``init``)."""
         self._check_valid("get device")
         if self._cached_device is None:
             _, _, dev_type, dev_id = self._info()
             if dev_type == _DEV_CPU:
-                self._cached_device = CPUDevice()
+                self._cached_device = CPUDevice(dev_id)
             else:
                 from nccl._hip_compat import core_module
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from nccl import _nccl
 
+from .host_device import CPUDevice
 from .typing import NcclDeviceSpec, NcclEventSpec, NcclStreamSpec
 
 __all__ = ["CudaDeviceContext", "get_cuda_device", "get_device_id", "get_cuda_stream",
@@ -61,10 +62,12 @@ def _not_bool(what: str, value: Any) -> None:
 
 
 def get_cuda_device(device: NcclDeviceSpec | None = None) -> Any:
-    """The ``Device`` of ``device``: a Device (returned as it is), a device id
-    (or an object with ``.device_id``), or None for the calling thread's
-    current device."""
+    """The ``Device`` of ``device``: a Device (returned as it is; so is a
+    host-backend communicator's CPUDevice), a device id (or an object with
+    ``.device_id``), or None for the calling thread's current device."""
     _not_bool("device", device)
+    if isinstance(device, CPUDevice):
+        return device
     Device = _core_class("Device")
     if device is None:
         return Device()
@@ -91,7 +94,9 @@ class CudaDeviceContext:
 
     def __init__(self, device: NcclDeviceSpec) -> None:
         self._device = get_cuda_device(device)
-        self._old_device = get_cuda_device(None)
+        # a CPUDevice (host backend) is never switched: there is no current GPU
+        self._old_device = (self._device if isinstance(self._device, CPUDevice)
+                            else get_cuda_device(None))
 
     def __enter__(self) -> "CudaDeviceContext":
         if self._device.device_id != self._old_device.device_id:
