@@ -14,7 +14,11 @@ communicator:
 - the last completed collective of each rank.
 
 ``--json`` prints the same as one JSON object.  The exit status is 1 when a
-problem was found, 0 when none (2 for a usage error: no records).  See
+problem was found, 0 when none, 2 for a usage error (no records), 3 when a
+file that is or claims to be a record cannot be read as one: each such file
+is one line on stderr, and the other records are analysed all the same.
+Records are untrusted data (they may come from other users): they are read
+as nccl._trace_files says, and the work is bounded by their size.  See
 docs/debugging-hangs.md for a worked example.
 """
 from __future__ import annotations
@@ -25,9 +29,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["load", "analyze", "main"]
+from ._trace_files import FORMAT, MalformedRecord, NotARecord, read_record  # FORMAT: re-exported
 
-FORMAT = "nccl4py-trace-1"
+__all__ = ["load", "load_checked", "analyze", "main", "MALFORMED"]
+
+MALFORMED = 3  # the exit status when a record cannot be read
 # states of an entry that completed (or that nobody tracks further)
 _COMPLETE = {"done", "issued"}
 # operations whose send count must be the same on every rank: the calls of
@@ -38,23 +44,49 @@ _SAME_COUNT = {"allreduce", "reduce", "reduce_scatter", "allgather", "gather", "
 # --- end of generated same count ---
 
 
-def load(directory: str | Path) -> list[dict[str, Any]]:
-    """The records in directory (files that are not records are skipped)."""
-    records = []
+def load_checked(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records in directory, and one line for each ``*.json`` file that
+    is named as a record (``rank<R>.json``) or says it is one but cannot be
+    read as one (other files are skipped)."""
+    records, errors = [], []
     for path in sorted(Path(directory).glob("*.json")):
         try:
-            rec = json.loads(path.read_text())
-        except (OSError, ValueError):
+            rec = read_record(path)
+        except NotARecord:
             continue
-        if isinstance(rec, dict) and rec.get("format") == FORMAT:
-            rec["_path"] = str(path)
-            records.append(rec)
-    return records
+        except MalformedRecord as e:
+            errors.append(f"{path}: not a readable flight record: {e}")
+            continue
+        rec["_path"] = str(path)
+        records.append(rec)
+    return records, errors
+
+
+def load(directory: str | Path) -> list[dict[str, Any]]:
+    """The records in directory (files that are not readable records are skipped)."""
+    return load_checked(directory)[0]
 
 
 def _ranks(ranks) -> str:
     ranks = sorted(ranks)
     return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(map(str, ranks))
+
+
+def _absent_ranges(nranks: int, present) -> list[list[int]]:
+    """The ranks 0..nranks-1 not in present, as [first, last] ranges: as many
+    as there are records, whatever nranks a record claims."""
+    out, nxt = [], 0
+    for r in sorted(set(present)) + [nranks]:
+        if r > nxt:
+            out.append([nxt, r - 1])
+        nxt = r + 1
+    return out
+
+
+def _range_text(ranges: list[list[int]]) -> str:
+    count = sum(hi - lo + 1 for lo, hi in ranges)
+    parts = ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges)
+    return ("rank " if count == 1 else "ranks ") + parts
 
 
 def _call(e: dict) -> str:
@@ -84,23 +116,31 @@ def _analyze_comm(key: str, recs: list[dict]) -> dict[str, Any]:
             by_rank[rec["rank"]] = rec
     coll = {r: {e["seq"]: e for e in rec["entries"] if e["kind"] == "coll"}
             for r, rec in by_rank.items()}
+    by_seq: dict[int, dict[int, dict]] = {}  # seq -> rank -> entry
+    for r, c in coll.items():
+        for seq, e in c.items():
+            by_seq.setdefault(seq, {})[r] = e
     messages: list[str] = []
+    missing = _absent_ranges(nranks, by_rank)
     out: dict[str, Any] = {"comm_hash": key, "nranks": nranks, "ranks": sorted(by_rank),
-                           "missing_records": [r for r in range(nranks) if r not in by_rank],
+                           "missing_records": missing,
+                           "missing_count": sum(hi - lo + 1 for lo, hi in missing),
                            "diverged": None, "mismatches": [], "failed": [],
                            "last_completed": {}}
-    if out["missing_records"]:
-        messages.append(f"no record from {_ranks(out['missing_records'])} (the process may have "
+    if missing:
+        messages.append(f"no record from {_range_text(missing)} (the process may have "
                         "died before writing one)")
 
-    # divergence: the first number that some ranks called and others did not
-    top = {r: rec.get("calls", max(coll[r], default=0)) for r, rec in by_rank.items()}
+    # divergence: the first number that some ranks called and others did not;
+    # only numbers some ring holds can be it (whatever "calls" a record claims)
+    top = {r: max(rec.get("calls", 0), max(coll[r], default=0)) for r, rec in by_rank.items()}
     low = max((min(c) for c in coll.values() if c), default=1)  # older entries left the rings
-    for seq in range(low, max(top.values(), default=0) + 1):
+    fewest = min(top.values(), default=0)
+    for seq in sorted(by_seq):
+        if seq < low or seq <= fewest:
+            continue  # every rank called it
         absent = [r for r in by_rank if top[r] < seq]
-        present = [r for r in by_rank if seq in coll[r]]
-        if not absent or not present:
-            continue
+        present = sorted(by_seq[seq])
         e = coll[present[0]][seq]
         waits = [_waited(coll[r][seq], by_rank[r]) for r in present]
         exited = [r for r in absent if by_rank[r].get("reason") == "exit"]
@@ -114,8 +154,8 @@ def _analyze_comm(key: str, recs: list[dict]) -> dict[str, Any]:
         break
 
     # mismatches: the same number, different calls
-    for seq in sorted(set().union(*[set(c) for c in coll.values()])):
-        have = {r: coll[r][seq] for r in coll if seq in coll[r]}
+    for seq in sorted(by_seq):
+        have = by_seq[seq]
         if len(have) < 2:
             continue
         for field in ("op", "dtype", "redop", "root", "count"):
@@ -139,7 +179,7 @@ def _analyze_comm(key: str, recs: list[dict]) -> dict[str, Any]:
                 if e["kind"] == "coll":
                     last = e
                 continue
-            kind = "" if e["kind"] == "coll" else f" (peer {e['peer']})"
+            kind = "" if e["kind"] == "coll" else f" (peer {e.get('peer', -1)})"
             what = {"failed": f"failed with status {e['status']}",
                     "aborted": "was aborted",
                     "running": "had not returned",
@@ -205,16 +245,20 @@ def _main(argv: list[str] | None) -> int:
         what = "is not a directory" if Path(args.dir).exists() else "no such directory"
         print(f"python -m nccl.trace: {args.dir}: {what}", file=sys.stderr)
         return 2
-    records = load(args.dir)
-    if not records:
+    records, errors = load_checked(args.dir)
+    for line in errors:
+        print(f"python -m nccl.trace: {line}", file=sys.stderr)
+    if not records and not errors:
         print(f"python -m nccl.trace: no flight records (*.json) in {args.dir}", file=sys.stderr)
         return 2
     result = analyze(records)
     if args.json:
-        json.dump(result, sys.stdout, indent=1)
+        json.dump({**result, "malformed": errors}, sys.stdout, indent=1)
         print()
-    else:
+    elif records:
         _print(result, sys.stdout)
+    if errors:
+        return MALFORMED
     return 1 if result["problem"] else 0
 
 

@@ -13,10 +13,12 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -111,6 +113,39 @@ env_seconds(const char *name, double *out)
     return 0;
 }
 
+/* NCCL4PY_TRACE_DIR: a directory (created, mode 0755, when missing) in which
+ * no other user can replace or remove this process's records: owned by this
+ * user or root, and writable by nobody else unless it has the sticky bit
+ * (as /tmp).  0, or -1 with ValueError. */
+static int
+check_trace_dir(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 && (errno != ENOENT || (mkdir(dir, 0755) != 0 && errno != EEXIST) ||
+                                stat(dir, &st) != 0))
+        return bad_env("NCCL4PY_TRACE_DIR", dir, "a directory (or a path where one can be "
+                       "created)");
+    if (!S_ISDIR(st.st_mode))
+        return bad_env("NCCL4PY_TRACE_DIR", dir, "a directory (or a path where one can be "
+                       "created)");
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+        PyErr_Format(PyExc_ValueError, "NCCL4PY_TRACE_DIR=%.100s is refused: it belongs to "
+                     "another user (uid %d), who could replace the flight records in it; use "
+                     "a directory of your own", dir, (int)st.st_uid);
+        return -1;
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+        char mode[16]; /* PyErr_Format has no %o */
+        snprintf(mode, sizeof mode, "%04o", (unsigned)(st.st_mode & 07777));
+        PyErr_Format(PyExc_ValueError, "NCCL4PY_TRACE_DIR=%.100s is refused: other users can "
+                     "write to it (mode %s) and it has no sticky bit, so they could replace "
+                     "the flight records in it; make it private (chmod go-w) or sticky "
+                     "(chmod +t)", dir, mode);
+        return -1;
+    }
+    return 0;
+}
+
 int
 n4p_trace_settings_load(PyObject *Py_UNUSED(mod))
 {
@@ -128,10 +163,8 @@ n4p_trace_settings_load(PyObject *Py_UNUSED(mod))
     if (dir != NULL && *dir != '\0') {
         if (strlen(dir) >= sizeof s.dir)
             return bad_env("NCCL4PY_TRACE_DIR", dir, "a directory path shorter than 400 bytes");
-        struct stat st;
-        if (stat(dir, &st) == 0 ? !S_ISDIR(st.st_mode) : mkdir(dir, 0777) != 0 && errno != EEXIST)
-            return bad_env("NCCL4PY_TRACE_DIR", dir, "a directory (or a path where one can be "
-                           "created)");
+        if (check_trace_dir(dir) < 0)
+            return -1;
         strcpy(s.dir, dir);
     }
     s.log_file = stderr;
@@ -532,16 +565,47 @@ json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* Write t's record to path (via a temporary file, renamed). 0 or errno. */
+/* A new file beside path, named path.<pid>.<random>.tmp, opened with
+ * O_CREAT|O_EXCL|O_NOFOLLOW: nothing that is already there (a file or a
+ * symbolic link another user planted) is followed, truncated or reused.
+ * The descriptor, or -1 with errno. */
+static int
+open_temp(const char *path, char *tmp, size_t size)
+{
+    static atomic_uint counter;
+    for (int tries = 0; tries < 100; tries++) {
+        unsigned int r;
+        if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+            r = (unsigned int)n4p_trace_now();
+        r ^= atomic_fetch_add(&counter, 1u) * 2654435761u;
+        if (snprintf(tmp, size, "%s.%d.%08x.tmp", path, (int)getpid(), r) >= (int)size) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1; /* errno: EEXIST */
+}
+
+/* Write t's record to path: into a new temporary file (open_temp), renamed
+ * over path, which replaces whatever path names (a symbolic link itself,
+ * never its target).  0 or errno. */
 int
 n4p_trace_write(n4p_trace *t, const char *path, const char *reason)
 {
     char tmp[600];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()) >= (int)sizeof tmp)
-        return ENAMETOOLONG;
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
+    int fd = open_temp(path, tmp, sizeof tmp);
+    if (fd < 0)
         return errno;
+    FILE *f = fdopen(fd, "w");
+    if (f == NULL) {
+        int err = errno;
+        (void)close(fd);
+        (void)unlink(tmp);
+        return err;
+    }
     char host[256] = "";
     (void)gethostname(host, sizeof host - 1);
     pthread_mutex_lock(&t->mu);

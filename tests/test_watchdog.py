@@ -204,7 +204,7 @@ def test_analyzer_reports_missing_record(tmp_path):
 
     diag = trace.analyze(trace.load(tmp_path))
     (c,) = diag["communicators"]
-    assert c["missing_records"] == [2] and diag["problem"]
+    assert c["missing_records"] == [[2, 2]] and c["missing_count"] == 1 and diag["problem"]
     assert any("no record from rank 2" in m for m in c["messages"])
 
 
