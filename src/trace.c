@@ -412,7 +412,10 @@ raise_aborted(PyObject *mod, n4p_trace *t, const char *when)
         PyErr_NormalizeException(&type, &value, &tb);
     PyObject *exc = PyObject_CallFunction(st->timeout_error, "issKd", status, msg, op, seq,
                                           waited);
-    if (exc != NULL && value != NULL) {
+    PyObject *et = NULL, *ev = NULL, *etb = NULL;
+    if (exc == NULL) /* set aside while the references below go (a __del__ may run) */
+        PyErr_Fetch(&et, &ev, &etb);
+    else if (value != NULL) {
         if (tb != NULL)
             (void)PyException_SetTraceback(value, tb);
         PyException_SetContext(exc, value); /* steals value */
@@ -423,6 +426,8 @@ raise_aborted(PyObject *mod, n4p_trace *t, const char *when)
     Py_XDECREF(tb);
     if (exc != NULL) /* Restore, not SetObject: that would replace the context */
         PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, NULL);
+    else
+        PyErr_Restore(et, ev, etb);
     return NULL;
 }
 
