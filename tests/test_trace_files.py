@@ -247,8 +247,11 @@ def test_only_malformed_records(tmp_path, capsys):
 
 
 def test_not_a_directory(tmp_path, capsys):
-    rc, out, err = analyse(tmp_path / "none", capsys)
+    (tmp_path / "file").write_text("")
+    rc, out, err = analyse(tmp_path / "file", capsys)
     assert rc == 2 and "is not a directory" in err
+    rc, out, err = analyse(tmp_path / "none", capsys)
+    assert rc == 2 and "no such directory" in err
 
 
 def test_huge_claims_are_analysed_within_the_files_size(tmp_path):
