@@ -214,54 +214,57 @@ typedef struct {
 } n4p_tune_class;
 
 struct ncclComm {
+    /* Ordered by alignment (8-byte members, aggregates, 4-byte, 1-byte) so
+     * the struct carries no padding beyond its tail. */
     uint64_t magic;
-    int rank;
-    int nranks;
-    int device;
-    n4p_seg seg;
-    char shm_name[N4P_SHM_NAME_MAX]; /* path of the segment while this rank may
-                                        have to remove it; "" once done */
-    unsigned char secret[N4P_ID_SECRET_LEN];
-    n4p_settings env;
     uint64_t epoch;    /* rounds this rank has arrived at (its seq) */
     uint64_t seen_all; /* every rank's seq was at least this */
-    n4p_desc desc;     /* of the running (or the last) collective */
-    uint64_t opseq; /* operations run, for messages */
+    uint64_t opseq;    /* operations run, for messages */
     uint64_t nsplit;
     uint64_t nshrink;
-    uint64_t ngrow;   /* grows so far: which id the next one uses (grow.c) */
-    bool grow_id_out; /* this rank made that id (ncclCommGetUniqueId) */
+    uint64_t ngrow;      /* grows so far: which id the next one uses (grow.c) */
     const char *init_op; /* the call that created it, for messages */
-    _Atomic int error; /* sticky asynchronous error */
-    _Atomic int busy;    /* threads running operations on this comm */
-    _Atomic int aborted; /* ncclCommAbort from another thread */
-    bool joined_all;   /* every rank has attached */
-    bool revoked;
-    bool suspended;
-    bool finalized;
+    const char *cur_op;  /* name of the running operation, for messages */
     double spin, spin_max; /* seconds a wait spins before it yields (sync.c) */
-    bool spin_ready;
-    const char *cur_op; /* name of the running operation, for messages */
     /* what the current wait is for, published every CHECK_PERIOD for
-     * nccl4pyHostWaitState (a seqlock: wait_gen is odd while it changes) */
-    _Atomic unsigned wait_gen;
+     * nccl4pyHostWaitState (a seqlock: wait_gen, below, is odd while it
+     * changes) */
     _Atomic double wait_start, wait_stamp; /* n4p_now(); wait_stamp 0: not waiting */
-    char wait_ranks[160];
     const void **srcs;  /* nranks source pointers for the reduce kernels */
     int32_t *pids;      /* the ranks' pids, copied when all joined (cma.c) */
     unsigned char *ring_ready; /* per peer: the ring to it is reserved (shmspace.c) */
     char *bounce;       /* single-copy reads of unfavourable alignment (cma.c) */
+    n4p_tune_class *tune_at;    /* the class the running call measures, or NULL */
+    double tune_start;          /* and when it chose it (tune.c's clock) */
+    n4p_reg *regs;              /* guarded by lock */
+    n4p_custom_op *ops;         /* guarded by lock */
+    pthread_mutex_t lock;
+    n4p_settings env;
+    n4p_desc desc;     /* of the running (or the last) collective */
+    n4p_seg seg;
+    n4p_tune_class tune[4][64]; /* per tuned collective and log2 of bytes (tune.c) */
+    int rank;
+    int nranks;
+    int device;
+    _Atomic int error;   /* sticky asynchronous error */
+    _Atomic int busy;    /* threads running operations on this comm */
+    _Atomic int aborted; /* ncclCommAbort from another thread */
+    _Atomic unsigned wait_gen;
+    int tune_path;              /* the path the running tuned call takes */
+    int nops;
+    bool grow_id_out; /* this rank made the next grow's id (ncclCommGetUniqueId) */
+    bool joined_all;  /* every rank has attached */
+    bool revoked;
+    bool suspended;
+    bool finalized;
+    bool spin_ready;
     bool cma;           /* single-copy reads of every peer work (cma.c) */
     bool said_bounced;  /* the INFO line on a call staged for its alignment was printed */
-    n4p_tune_class tune[4][64]; /* per tuned collective and log2 of bytes (tune.c) */
-    n4p_tune_class *tune_at;    /* the class the running call measures, or NULL */
-    int tune_path;              /* and the path it takes */
-    double tune_start;          /* and when it chose it (tune.c's clock) */
+    unsigned char secret[N4P_ID_SECRET_LEN];
+    char shm_name[N4P_SHM_NAME_MAX]; /* path of the segment while this rank may
+                                        have to remove it; "" once done */
+    char wait_ranks[160];
     char errmsg[N4P_ERRLEN];
-    pthread_mutex_t lock; /* guards regs and ops */
-    n4p_reg *regs;
-    n4p_custom_op *ops;
-    int nops;
 };
 
 /* A window handle: ncclWindow_t is a pointer to this (opaque to callers). */
