@@ -101,7 +101,6 @@ if rank == 0:
         y[:] = 1
         b.all_reduce(y.ctypes.data, y.ctypes.data, y.size, F32, SUM, fast, 0)
         assert (y == 2).all()
-    out["fast_done_after"] = time.monotonic() - t0
     out["fast_done_at"] = time.monotonic()
     out["spins"] = spins
     th.join()
@@ -150,6 +149,8 @@ def test_a_blocked_collective_does_not_block_other_threads():
     assert r0["blocked_ok"] and r0["blocked_for"] > 1.2, r0
     # the main thread finished 200 collectives and its Python loop while the
     # other thread was still waiting for its late peer
+    # (rank 1 starts the slow call only after its 200 fast ones, so were the
+    # fast calls held up by the blocked thread this would never finish; no
+    # bound on their duration is asserted: the machine may be loaded)
     assert r0["fast_done_at"] < r0["blocked_done_at"], r0
-    assert r0["fast_done_after"] < 1.2, r0
     assert r0["spins"] == 200 * 200
