@@ -336,6 +336,44 @@ def test_exitfirst_and_keyword_selection(tmp_path):
     assert res["test_second"][0] == "failure" and res["test_third"][0] == "passed"
 
 
+MASTER = """
+    import os
+    import numpy as np
+    import pytest
+    import nccl.core as nc
+
+
+    @pytest.mark.nccl(nranks=3)
+    def test_rendezvous_address(comm):
+        assert os.environ["MASTER_ADDR"] == "127.0.0.1"
+        port = np.full(1, int(os.environ["MASTER_PORT"]), np.int64)
+        lo, hi = port.copy(), port.copy()
+        comm.allreduce(lo, lo, nc.MIN)
+        comm.allreduce(hi, hi, nc.MAX)
+        assert 0 < lo[0] == hi[0] < 65536      # one address for all ranks
+
+
+    @pytest.mark.nccl(nranks=2)
+    def test_torch_env_rendezvous(rank, nranks):
+        dist = pytest.importorskip("torch.distributed")
+        import torch
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=nranks)
+        try:
+            t = torch.ones(2)
+            dist.all_reduce(t)
+            assert t.tolist() == [2.0, 2.0]
+        finally:
+            dist.destroy_process_group()
+"""
+
+
+def test_ranks_get_a_rendezvous_address_as_under_nccl_run(tmp_path):
+    write(tmp_path, "test_master.py", MASTER)
+    p, res = pytest_run(tmp_path, "-q")
+    assert res["test_rendezvous_address"][0] == "passed", p.stdout + p.stderr
+    assert res["test_torch_env_rendezvous"][0] in ("passed", "skipped"), p.stdout + p.stderr
+
+
 def test_xdist(tmp_path):
     pytest.importorskip("xdist")
     write(tmp_path, "test_x.py", """

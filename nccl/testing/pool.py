@@ -132,7 +132,8 @@ class Pool:
         self.alive = False
 
     # ------------------------------------------------------------ start
-    def _spawn(self, rank: int, env: dict[str, str]) -> _Worker:
+    def _spawn(self, rank: int, env: dict[str, str],
+               master: tuple[str, int]) -> _Worker:
         cmd_r, cmd_w = os.pipe()
         res_r, res_w = os.pipe()
         log = os.path.join(self.dir, f"rank{rank}.log")
@@ -140,7 +141,7 @@ class Pool:
         spec = {"rank": rank, "nranks": self.nranks, "cmd_fd": cmd_r, "res_fd": res_w,
                 "stack": stack, "args": [*self.args, "--basetemp",
                                          os.path.join(self.dir, f"tmp{rank}")]}
-        env = launcher.rank_environment(env, rank, self.nranks, None)
+        env = launcher.rank_environment(env, rank, self.nranks, None, master)
         env[RANK_ENV] = str(rank)
         if self.trace_dir:
             env["NCCL4PY_TRACE_DIR"] = self.trace_dir
@@ -166,9 +167,11 @@ class Pool:
     def start(self) -> None:
         env = dict(os.environ)
         launcher.select_backend(self.backend, env)
+        # as under nccl.run: torch's env:// rendezvous works in the ranks
+        master = launcher.master_address()
         try:
             for rank in range(self.nranks):
-                self.workers.append(self._spawn(rank, env))
+                self.workers.append(self._spawn(rank, env, master))
         except OSError as exc:
             self.kill()
             raise PoolError(f"cannot start rank {len(self.workers)}: {exc}") from None
