@@ -18,18 +18,22 @@
  *
  * If a call inside the group fails its argument checks, it returns the error
  * and ncclGroupEnd discards the whole group and returns that error, like
- * NCCL.  ncclGroupSimulateEnd closes the group without running any data
- * operation (communicator creation still completes) and reports an
- * estimate of the time the operations would take.
+ * NCCL.  A group whose sends and receives overlap in a way that has no
+ * defined result (p2p_overlap.c) is refused before any of it runs, and its
+ * communicators fail, so that their peers do not wait for it.
+ * ncclGroupSimulateEnd closes the group without running any data operation
+ * (communicator creation still completes) and reports an estimate of the
+ * time the operations would take.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
 #endif
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "p2p_overlap.h"
 
 typedef struct {
     int depth;
@@ -323,6 +327,32 @@ static ncclResult_t discard_failed_group(void)
     return rc;
 }
 
+/* A group refused before any of it ran: the peers would wait for its
+ * operations until they time out, so every communicator it touches fails
+ * with the refusal, which the peers learn at once. */
+static ncclResult_t refuse_group(n4p_op *ops, int nops, ncclResult_t rc)
+{
+    char text[N4P_ERRLEN];
+    memcpy(text, n4p_thread_error(), sizeof text);
+    for (int i = 0; i < nops; i++) {
+        ncclComm_t c = ops[i].comm;
+        bool seen = false, joining = false;
+        for (int k = 0; k < nops; k++) {
+            seen |= k < i && ops[k].comm == c;
+            joining |= ops[k].comm == c && ops[k].kind == N4P_K_INIT_WAIT;
+        }
+        if (seen)
+            continue;
+        n4p_comm_failed(c, rc);
+        if (!joining) { /* one being created has no place in the segment yet */
+            snprintf(c->errmsg, sizeof c->errmsg, "%s", text);
+            n4p_poison(c, rc);
+        }
+    }
+    n4p_set_error_text(text);
+    return rc;
+}
+
 N4P_EXPORT ncclResult_t ncclGroupEnd(void)
 {
     if (g.depth == 0)
@@ -337,7 +367,8 @@ N4P_EXPORT ncclResult_t ncclGroupEnd(void)
     int nops = g.nops;
     g.ops = NULL;
     g.nops = g.cap = 0;
-    ncclResult_t rc = run_ops(ops, nops);
+    ncclResult_t rc = n4p_overlap_check_group(ops, nops);
+    rc = rc == ncclSuccess ? run_ops(ops, nops) : refuse_group(ops, nops, rc);
     for (int i = 0; i < nops; i++)
         op_release(&ops[i]);
     free(ops);

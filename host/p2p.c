@@ -17,6 +17,12 @@
  * completes without deadlock.  Outside a group a send returns as soon as its
  * data is in the ring, so small unmatched-yet sends do not block; a send
  * larger than the ring waits for the receiver, as with NCCL.
+ *
+ * A send carries what its buffer held when the batch started, also when a
+ * receive of the batch writes into that buffer (nccl-tests' in-place
+ * sendrecv): before a receive writes bytes that a send has yet to read,
+ * they are copied aside and the send reads them from the copy
+ * (p2p_overlap.c).  Without such overlaps nothing is copied.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
@@ -24,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "p2p_overlap.h"
 
 #define MSG_MAGIC 0x6e34706du
 
@@ -41,6 +47,7 @@ typedef struct {
     int remaining;
     double last_check;
     ncclResult_t err;
+    n4p_shadow sh; /* sources that receives of the group overwrite */
 } engine;
 
 static inline n4p_ring_ctl *ring_ctl(ncclComm_t c, int src, int dst)
@@ -101,20 +108,44 @@ static bool ring_load(engine *e, const n4p_ring_ctl *rc, bool sender, int peer,
     return false;
 }
 
+/* A send's bytes [src, src + len) into the ring at `pos`: from the caller's
+ * buffer, or where a receive of the group has overwritten it, from the
+ * copy kept (p2p_overlap.c). */
+static void send_bytes(const n4p_shadow *sh, char *ring, size_t cap, uint64_t pos,
+                       const char *src, size_t len)
+{
+    if (sh->nregions == 0) {
+        ring_write(ring, cap, pos, src, len);
+        return;
+    }
+    while (len > 0) {
+        size_t k;
+        const char *from = n4p_shadow_source(sh, src, len, &k);
+        ring_write(ring, cap, pos, from, k);
+        pos += k;
+        src += k;
+        len -= k;
+    }
+}
+
 /* Move what fits in `room` bytes of the message body between the ring
  * (`data`, at *pos, which advances) and the operation's buffer: written
  * for a send, read for a receive.  True if anything moved. */
-static bool move_body(n4p_op *o, char *data, size_t cap, uint64_t *pos, size_t room,
-                      bool send)
+static bool move_body(engine *e, n4p_op *o, char *data, size_t cap, uint64_t *pos,
+                      size_t room, bool send)
 {
     size_t left = op_bytes(o) - (size_t)o->done_bytes;
     size_t k = left < room ? left : room;
     if (k == 0)
         return false;
-    if (send)
-        ring_write(data, cap, *pos, (const char *)o->sendbuff + o->done_bytes, k);
-    else
-        ring_read(data, cap, *pos, (char *)o->recvbuff + o->done_bytes, k);
+    if (send) {
+        send_bytes(&e->sh, data, cap, *pos, (const char *)o->sendbuff + o->done_bytes, k);
+    } else {
+        char *dst = (char *)o->recvbuff + o->done_bytes;
+        if (e->sh.nregions > 0)
+            n4p_shadow_before_write(&e->sh, dst, k);
+        ring_read(data, cap, *pos, dst, k);
+    }
     *pos += k;
     o->done_bytes += k;
     return true;
@@ -142,7 +173,7 @@ static bool send_step(engine *e, n4p_op *o)
         o->hdr_done = true;
         moved = true;
     }
-    if (move_body(o, data, cap, &tail, space, true))
+    if (move_body(e, o, data, cap, &tail, space, true))
         moved = true;
     if (moved)
         atomic_store_explicit(&rc->tail, tail, memory_order_release);
@@ -178,7 +209,7 @@ static bool recv_step(engine *e, n4p_op *o)
         o->hdr_done = true;
         moved = true;
     }
-    if (move_body(o, data, cap, &head, avail, false))
+    if (move_body(e, o, data, cap, &head, avail, false))
         moved = true;
     if (moved)
         atomic_store_explicit(&rc->head, head, memory_order_release);
@@ -283,20 +314,27 @@ ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
             n4p_poison(comm, failed);
             return failed;
         }
-    engine e = {comm, ops, nops, nops, n4p_now(), ncclSuccess};
+    engine e = {comm, ops, nops, nops, n4p_now(), ncclSuccess, {0}};
+    if ((failed = n4p_shadow_init(&e.sh, comm, ops, nops)) != ncclSuccess) {
+        n4p_comm_failed(comm, failed);
+        n4p_poison(comm, failed);
+        return failed;
+    }
     n4p_waitfor w = {progress, waits_for, &e, N4P_NO_PEER_CHECK, "send/recv"};
+    ncclResult_t rc = ncclSuccess;
     while (e.remaining > 0) {
-        ncclResult_t rc = n4p_wait(comm, &w);
-        if (rc != ncclSuccess)
-            return rc;
-        if (e.err != ncclSuccess) {
-            n4p_comm_failed(comm, e.err);
-            n4p_poison(comm, e.err);
-            return e.err;
+        if ((rc = n4p_wait(comm, &w)) != ncclSuccess)
+            break;
+        if ((rc = e.err) != ncclSuccess) {
+            n4p_comm_failed(comm, rc);
+            n4p_poison(comm, rc);
+            break;
         }
     }
-    comm->cur_op = NULL;
-    return ncclSuccess;
+    n4p_shadow_free(&e.sh);
+    if (rc == ncclSuccess)
+        comm->cur_op = NULL;
+    return rc;
 }
 
 static ncclResult_t submit_p2p(int kind, const void *sendbuff, void *recvbuff,

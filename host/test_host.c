@@ -821,6 +821,32 @@ static void t_p2p(ncclComm_t comm, int rank, int n, void *arg)
     for (int p = 0; p < n; p++)
         CHECK(in[p] == p * 100 + rank, "a2a p2p from %d: %d", p, in[p]);
     CHECK(sum == n * (n + 1) / 2, "sum in group %d", sum);
+    /* in place: each rank sends its buffer on and receives into it what
+     * the previous one held; then a self-send into its own source shifted
+     * by more than the ring (memmove) */
+    for (size_t i = 0; i < big; i++)
+        s1[i] = (int32_t)(rank * 1000003 + (int)i);
+    OK(ncclGroupStart());
+    OK(ncclSend(s1, big, ncclInt32, next, comm, NULL));
+    OK(ncclRecv(s1, big, ncclInt32, prev, comm, NULL));
+    OK(ncclGroupEnd());
+    for (size_t i = 0; i < big; i++)
+        if (s1[i] != (int32_t)(prev * 1000003 + (int)i)) {
+            CHECK(0, "in-place ring i=%zu got %d", i, s1[i]);
+            break;
+        }
+    const size_t shift = 5000; /* elements: 20000 bytes */
+    for (size_t i = 0; i < big; i++)
+        s1[i] = (int32_t)i;
+    OK(ncclGroupStart());
+    OK(ncclRecv(s1 + shift, big - shift, ncclInt32, rank, comm, NULL));
+    OK(ncclSend(s1, big - shift, ncclInt32, rank, comm, NULL));
+    OK(ncclGroupEnd());
+    for (size_t i = 0; i < big; i++)
+        if (s1[i] != (int32_t)(i < shift ? i : i - shift)) {
+            CHECK(0, "self-send shifted i=%zu got %d", i, s1[i]);
+            break;
+        }
     free(s1);
     free(r1);
 }
