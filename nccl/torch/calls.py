@@ -1,0 +1,92 @@
+"""What the collectives of ``HostProcessGroup`` share: running nccl.core
+calls (one NCCL group when there are several), checking roots and per-rank
+lists, and the test of a tensor the library can take as it is."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import nccl.core as nc
+from nccl._errors import NCCLError, NcclInvalid
+
+from .dtypes import NATIVE
+from .reduce_op import nccl_op
+from .staging import STRIDED
+
+__all__ = ["Calls", "fast", "same_dtype", "overlap"]
+
+
+def fast(t) -> bool:
+    """t goes to the library as it is."""
+    return (t.dtype in NATIVE and t.layout is STRIDED and t.is_cpu and t.is_contiguous()
+            and not t.is_neg() and not t.requires_grad)
+
+
+def same_dtype(what: str, tensors, dtype) -> None:
+    for t in tensors:
+        if t.dtype != dtype:
+            raise NcclInvalid(f"{what}: every tensor must have the input's dtype {dtype}, "
+                              f"got {t.dtype}")
+
+
+class Calls:
+    """The helpers of the collective mixins (the process group sets these)."""
+
+    _comm: nc.Communicator
+    _rank: int
+    _size: int
+    _premul: dict
+    _failed: bool
+
+    def _op(self, op, dtype):
+        return nccl_op(op, dtype, self._comm, self._premul)
+
+    def _run(self, calls: list, staged: Sequence = ()) -> None:
+        """Run the calls (one NCCL group when several), then copy the staged
+        outputs back."""
+        try:
+            if len(calls) == 1:
+                calls[0]()
+            elif calls:
+                with nc.group():
+                    for call in calls:
+                        call()
+        except NCCLError:
+            self._failed = True
+            raise
+        for s in staged:
+            s.back()
+
+    def _check_root(self, root: int) -> int:
+        if not 0 <= root < self._size:
+            raise NcclInvalid(f"root {root} is not a rank of this group of {self._size}")
+        return root
+
+    def _parts(self, what: str, parts, like) -> None:
+        """``parts`` is one tensor per rank, each with ``like``'s dtype."""
+        if len(parts) != self._size:
+            raise NcclInvalid(f"{what}: expected {self._size} tensors (one per rank), "
+                              f"got {len(parts)}")
+        same_dtype(what, parts, like.dtype)
+
+    def _run_group(self, calls: list, staged: list) -> None:
+        """Sends and receives: always one group, even a single one."""
+        try:
+            with nc.group():
+                for call in calls:
+                    call()
+        except NCCLError:
+            self._failed = True
+            raise
+        for s in staged:
+            s.back()
+
+
+def overlap(a, b) -> bool:
+    """Whether the memory of tensors a and b may overlap."""
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    sa = a.untyped_storage()
+    sb = b.untyped_storage()
+    a0, b0 = sa.data_ptr(), sb.data_ptr()
+    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes()
+

@@ -1,0 +1,139 @@
+"""The reductions of ``HostProcessGroup``: all-reduce, reduce,
+reduce-scatter (lists, tensors, coalesced).
+
+The common case (one contiguous CPU tensor of an NCCL type, SUM) takes a
+short path straight to ``Communicator.allreduce``; everything else goes
+through the reduction's translation (``reduce_op``) and staging."""
+from __future__ import annotations
+
+import torch
+
+import nccl.core as nc
+from nccl._errors import NCCLError, NcclInvalid
+
+from . import p2p
+from .calls import Calls, fast, same_dtype
+from .dtypes import NATIVE
+from .reduce_op import SUM
+from .staging import IN, INOUT, OUT, STRIDED, check_tensor, stage
+from .work import completed
+
+__all__ = ["Reductions"]
+
+_NC_SUM = int(nc.SUM)
+_FAST = NATIVE - {torch.bool}  # a SUM of these needs no translation
+
+
+class Reductions(Calls):
+    def allreduce(self, tensors, opts=None):
+        if p2p.queue:
+            p2p.flush()
+        red = opts.reduceOp if opts is not None else SUM
+        if len(tensors) == 1:
+            t = tensors[0]
+            if (red == SUM and t.dtype in _FAST and t.layout is STRIDED and t.is_cpu
+                    and t.is_contiguous() and not t.is_neg() and not t.requires_grad):
+                try:
+                    self._comm.allreduce(t, t, _NC_SUM)
+                except NCCLError:
+                    self._failed = True
+                    raise
+                return completed(tensors)
+        self._allreduce(tensors, red)
+        return completed(tensors)
+
+    def _allreduce(self, tensors, red) -> None:
+        calls, staged = [], []
+        for t in tensors:
+            check_tensor(t, "all_reduce tensor")
+            op = self._op(red, t.dtype)
+            s = stage(t, "all_reduce tensor", INOUT, reduce=True)
+            calls.append(lambda b=s.buf, op=op: self._comm.allreduce(b, b, op))
+            staged.append(s)
+        self._run(calls, staged)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        if p2p.queue:
+            p2p.flush()
+        self._allreduce(tensors, opts.reduceOp if opts is not None else SUM)
+        return completed(tensors)
+
+    def reduce(self, tensors, opts):
+        if p2p.queue:
+            p2p.flush()
+        root = self._check_root(opts.rootRank)
+        calls, staged = [], []
+        for t in tensors:
+            check_tensor(t, "reduce tensor")
+            op = self._op(opts.reduceOp, t.dtype)
+            s = stage(t, "reduce tensor", INOUT, reduce=True)
+            calls.append(lambda b=s.buf, op=op: self._comm.reduce(b, b, op, root=root))
+            if self._rank == root:
+                staged.append(s)
+        self._run(calls, staged)
+        return completed(tensors)
+
+    def reduce_scatter(self, outputs, input_lists, opts):
+        if p2p.queue:
+            p2p.flush()
+        if len(outputs) != len(input_lists):
+            raise NcclInvalid("reduce_scatter: one list of inputs per output")
+        calls, staged = [], []
+        for out, inputs in zip(outputs, input_lists):
+            check_tensor(out, "reduce_scatter output")
+            self._parts("reduce_scatter input_list", inputs, out)
+            op = self._op(opts.reduceOp, out.dtype)
+            so = stage(out, "reduce_scatter output", OUT, reduce=True)
+            staged.append(so)
+            ins = [stage(t, "reduce_scatter input", IN, reduce=True) for t in inputs]
+            if all(t.numel() == out.numel() for t in inputs):
+                flat = torch.cat([s.buf.reshape(-1) for s in ins])
+                calls.append(lambda f=flat, b=so.buf, op=op: self._comm.reduce_scatter(f, b, op))
+            else:  # uneven parts: one reduce per rank, to that rank
+                if inputs[self._rank].numel() != out.numel():
+                    raise NcclInvalid(f"reduce_scatter: input {self._rank} has "
+                                      f"{inputs[self._rank].numel()} elements, the output "
+                                      f"{out.numel()}")
+                for r, s in enumerate(ins):
+                    calls.append(lambda i=s.buf, r=r, b=so.buf, op=op: self._comm.reduce(
+                        i, b if r == self._rank else None, op, root=r))
+        self._run(calls, staged)
+        return completed(outputs)
+
+    def _reduce_scatter_one(self, out, inp, red, calls: list, staged: list) -> None:
+        check_tensor(out, "reduce_scatter output")
+        check_tensor(inp, "reduce_scatter input")
+        same_dtype("reduce_scatter_tensor", (inp,), out.dtype)
+        if inp.numel() != self._size * out.numel():
+            raise NcclInvalid(f"reduce_scatter_tensor: the input has {inp.numel()} elements, "
+                              f"expected {self._size} x the output's {out.numel()}")
+        op = self._op(red, out.dtype)
+        if fast(out) and fast(inp) and out.dtype is not torch.bool:
+            calls.append(lambda: self._comm.reduce_scatter(inp, out, op))
+            return
+        so = stage(out, "reduce_scatter output", OUT, reduce=True)
+        si = stage(inp, "reduce_scatter input", IN, reduce=True)
+        calls.append(lambda: self._comm.reduce_scatter(si.buf, so.buf, op))
+        staged.append(so)
+
+    def reduce_scatter_single(self, output, input, opts):
+        if p2p.queue:
+            p2p.flush()
+        calls, staged = [], []
+        self._reduce_scatter_one(output, input, opts.reduceOp, calls, staged)
+        self._run(calls, staged)
+        return completed([output])
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
+        if p2p.queue:
+            p2p.flush()
+        calls, staged = [], []
+        for out, inp in zip(outputs, inputs, strict=True):
+            self._reduce_scatter_one(out, inp, opts.reduceOp, calls, staged)
+        self._run(calls, staged)
+        return completed(outputs)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+

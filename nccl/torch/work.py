@@ -1,0 +1,99 @@
+"""The Work objects the backend returns.
+
+The host backend completes a collective before the call returns, so a
+collective's Work is complete when it is made: ``wait()`` returns True at
+once and ``get_future()`` is a completed future whose value is the output
+tensors, as ProcessGroupNCCL's.  A send or receive is queued (see
+``nccl.torch.p2p``); its Work runs the queue when waited on, asked whether
+it is complete, or asked for its future.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["Work", "PendingWork", "completed"]
+
+
+class Work(dist._Work):
+    """A completed operation; ``result()`` and the future's value are its
+    output tensors."""
+
+    _result: list = []
+
+    def wait(self, timeout=None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self) -> list:
+        return self._result
+
+    def synchronize(self) -> None:
+        pass
+
+    def get_future(self):
+        fut = torch.futures.Future()
+        fut.set_result(self._result)
+        return fut
+
+
+def completed(result: list) -> Work:
+    w = Work()
+    w._result = result
+    return w
+
+
+class PendingWork(Work):
+    """A queued send or receive: the queue runs when this is waited on (or
+    asked is_completed / get_future), at the next collective of any
+    nccl4py_host group of this process, or at its group's shutdown."""
+
+    _done = False
+    _error: BaseException | None = None
+
+    def _settle(self) -> None:
+        if not self._done:
+            from . import p2p
+
+            p2p.flush()  # runs this one too, or fails it (raising)
+
+    def wait(self, timeout=None) -> bool:
+        self._settle()
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def is_completed(self) -> bool:
+        try:
+            self._settle()
+        except Exception:
+            pass  # kept in _error
+        return True
+
+    def is_success(self) -> bool:
+        self.is_completed()
+        return self._error is None
+
+    def exception(self):
+        self.is_completed()
+        return self._error
+
+    def synchronize(self) -> None:
+        self.wait()
+
+    def get_future(self):
+        self.is_completed()
+        fut = torch.futures.Future()
+        if self._error is not None:
+            fut.set_exception(self._error)
+        else:
+            fut.set_result(self._result)
+        return fut

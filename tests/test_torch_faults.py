@@ -1,0 +1,53 @@
+"""nccl4py_host when a rank dies or does not arrive (tests/torch_faults.py).
+
+A rank killed with SIGKILL in the middle of all-reduces: the others fail
+with an NCCLError naming it within seconds, destroy_process_group returns,
+the /dev/shm segment is gone.  A rank that sleeps through an all-reduce of a
+group with a 3 s timeout: the other fails with NcclTimeoutError naming the
+call within the timeout (the watchdog aborts the communicator); the
+sleeper's late call fails or completes exactly (rank 0 had contributed).
+"""
+from __future__ import annotations
+
+import pytest
+
+from torch_ranks import needs_host, needs_torch, run_job
+
+pytestmark = [needs_torch, needs_host]
+
+REMOTE = 6
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("torchfaults")
+    results, out = run_job(tmp, "torch_faults.py", 3, ["tcp://127.0.0.1:{port}",
+                                                        str(tmp / "init2")], expect_rc=None)
+    return results, out
+
+
+def test_a_rank_that_dies(job):
+    results, out = job
+    assert sorted(results) == [0, 1], out[-4000:]  # rank 2 was killed
+    for r in (0, 1):
+        res = results[r]
+        err = res["error1"]
+        assert err is not None, res
+        assert err["type"] == "NCCLError" and err["status"] == REMOTE, err
+        assert "rank 2" in err["message"], err
+        assert res["waited1"] < 15, res
+        assert res["teardown1"] < 5, res
+        assert not res["segment1_left"], res
+
+
+def test_a_rank_that_does_not_arrive(job):
+    results, out = job
+    r0, r1 = results[0], results[1]
+    err = r0["error2"]
+    assert err is not None and r0["timeout_error2"], r0
+    assert "allreduce" in (err["operation"] or ""), err
+    assert "rank 1" in err["message"] or "ranks 1" in err["message"], err
+    assert 2.5 < r0["waited2"] < 10, r0
+    # rank 0 contributed before its watchdog aborted: the late call may complete
+    assert r1["error2"] is not None or r1["value2"] == [4.0] * 4, r1
+    assert not r0["segment2_left"] and not r1["segment2_left"]
