@@ -27,7 +27,7 @@ from conftest import ROOT, clean_env, mpiexec
 # have their own maintainers and checks).
 DOCS = ["README.md", "CHANGELOG.md", "docs/api.md", "docs/running.md", "docs/benchmarks.md",
         "docs/environment.md", "docs/troubleshooting.md", "docs/architecture.md",
-        "docs/contributing.md", "docs/debugging-hangs.md"]
+        "docs/contributing.md", "docs/debugging-hangs.md", "docs/torch.md"]
 SHELL = {"sh", "bash", "shell", "console"}
 # What a command may need that this machine cannot give it.
 NEEDS = {"a GPU", "GPU nodes", "torchrun on GPU nodes", "srun on GPU nodes"}

@@ -52,18 +52,6 @@ def test_entry_point_registers_without_importing_nccl_core():
     assert p.stdout.split()[0] == "False", p.stdout  # the switch torch documents
 
 
-@needs_torch
-def test_register_twice_and_backend_class():
-    code = ("import torch.distributed as dist, nccl.torch\n"
-            "nccl.torch.register(); nccl.torch.register()\n"
-            "print(dist.Backend.backend_list.count('nccl4py_host'), dist.Backend.NCCL4PY_HOST,\n"
-            "      dist.Backend.backend_capability['nccl4py_host'],\n"
-            "      nccl.torch.HostProcessGroup.__mro__[1].__name__)\n")
-    p = run(code, NCCL4PY_BACKEND="host", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["1", "nccl4py_host", "['cpu']", "ProcessGroup"], p.stdout
-
-
 def _real_nccl() -> str | None:
     import glob
     import importlib.util
@@ -93,11 +81,16 @@ def test_another_library_in_the_process_is_refused():
 
 @needs_torch
 @pytest.mark.skipif(not host_available(), reason="host backend not built")
-def test_one_rank_group_and_timeouts():
-    """A group of one rank; the timeout goes to the watchdog and the host
-    backend's own limit; an explicit NCCL4PY_HOST_TIMEOUT is kept."""
+def test_registration_one_rank_group_and_timeouts():
+    """register() twice registers once, for the cpu device; a group of one
+    rank works; the timeout goes to the watchdog and the host backend's own
+    limit; an explicit NCCL4PY_HOST_TIMEOUT is kept."""
     code = ("import os, datetime, torch, torch.distributed as dist, nccl.torch\n"
             "from nccl.torch import rendezvous\n"
+            "nccl.torch.register(); nccl.torch.register()\n"
+            "print(dist.Backend.backend_list.count('nccl4py_host'), dist.Backend.NCCL4PY_HOST,\n"
+            "      dist.Backend.backend_capability['nccl4py_host'],\n"
+            "      nccl.torch.HostProcessGroup.__mro__[-3].__name__)\n"
             "seen = []\n"
             "real = rendezvous.nc.Communicator.init\n"
             "def spy(*a, **k):\n"
@@ -112,9 +105,11 @@ def test_one_rank_group_and_timeouts():
             "print(seen, os.environ['NCCL4PY_HOST_TIMEOUT'])\n"
             "print(repr(dist.group.WORLD).split(':')[0])\n"
             "dist.destroy_process_group()\n")
-    p = run(code, NCCL4PY_BACKEND="host", NCCL4PY_HOST_TIMEOUT=None)
+    p = run(code, NCCL4PY_BACKEND="host", NCCL4PY_HOST_TIMEOUT=None,
+            TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert lines[0] == "[1.0, 1.0, 1.0]"
-    assert lines[1] == "[(42.0, '44.0'), (31536000.0, '7')] 7", lines
-    assert lines[2] == "<HostProcessGroup '0'", lines
+    assert lines[0].split() == ["1", "nccl4py_host", "['cpu']", "ProcessGroup"], lines
+    assert lines[1] == "[1.0, 1.0, 1.0]"
+    assert lines[2] == "[(42.0, '44.0'), (31536000.0, '7')] 7", lines
+    assert lines[3] == "<HostProcessGroup '0'", lines
