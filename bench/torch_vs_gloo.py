@@ -11,8 +11,9 @@ Each row's tensors are made once and shared by both backends; each backend
 checks the row's result once and warms up (12 calls up to 4 MiB, 4 above:
 the host backend's first calls of a size choose its path).  Then, round
 after round, every row is timed on both, taking turns (ours, then gloo, row
-by row), in blocks of at least 5 calls, and each row and backend keeps its
-best round; a round's time is the slowest rank's.  Rows:
+by row), in blocks of at least 5 calls (rows of 100 calls or more: 10
+blocks of a tenth); every rank keeps its best block of each row and
+backend, and the table gives the slowest rank's.  Rows:
 
 - ``all_reduce`` (SUM) of float32 and of bfloat16 tensors, 4 KiB to 64 MiB;
 - ``all_gather_into_tensor`` (size: the gathered tensor) and
@@ -117,8 +118,11 @@ def rank_main(args) -> None:
                     best[key] = min(best.get(key, (float("inf"),) * 2),
                                     timed(dist, gloo_g, fn, 1))
                 continue
-            t = timed(dist, gloo_g, fn, iterations(key[2], args.quick))
-            best[key] = min(best.get(key, (float("inf"),) * 2), t)
+            iters = iterations(key[2], args.quick)
+            blocks = 10 if iters >= 100 else 1  # short calls: the best of 10 short blocks
+            for _ in range(blocks):
+                best[key] = min(best.get(key, (float("inf"),) * 2),
+                                timed(dist, gloo_g, fn, iters // blocks))
     everyone = [None] * n
     dist.all_gather_object(everyone, {"best": list(best.items()), "ok": list(ok.items())},
                            group=gloo_g)
@@ -239,8 +243,9 @@ def report(args, n, rows, everyone, torch_version) -> None:
         for key, good in part["ok"]:
             ok[tuple(key)] = ok.get(tuple(key), True) and good
     raw = slowest[("raw", "float32", 4, "ours")]
-    print(f"# nccl4py_host vs gloo, {n} ranks, torch {torch_version}, best of {args.rounds} "
-          f"rounds (each: the slowest rank), {os.cpu_count()} CPUs")
+    print(f"# nccl4py_host vs gloo, {n} ranks, torch {torch_version}, best block of "
+          f"{args.rounds} rounds (the slowest rank's), {os.cpu_count()} CPUs, load average "
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(f"{'row':24s} {'dtype':9s} {'size':>6s} {'ours us':>10s} {'gloo us':>10s} "
           f"{'gloo/ours':>9s} {'ours GB/s':>9s}  check")
     out = []

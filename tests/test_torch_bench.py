@@ -16,7 +16,7 @@ def test_quick_run_checks_every_row(tmp_path):
     out = tmp_path / "r.json"
     cmd = [sys.executable, str(ROOT / "bench" / "torch_vs_gloo.py"), "--quick", "--rounds", "1",
            "--sizes", "4K,64K", "--ddp-width", "32", "--json", str(out)]
-    p = subprocess.run(cmd, env=job_env(tmp_path), capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, env=job_env(), capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     data = json.loads(out.read_text())
     assert data["all_ok"], data

@@ -19,7 +19,7 @@ def test_train_py_runs_under_torchrun(tmp_path):
     (tmp_path / "train.py").write_text("\n".join(programs[0]) + "\n")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
            "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "train.py"]
-    p = subprocess.run(cmd, cwd=tmp_path, env=job_env(tmp_path), capture_output=True,
+    p = subprocess.run(cmd, cwd=tmp_path, env=job_env(), capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(line for line in p.stdout.splitlines() if line.endswith(": ok")) == \

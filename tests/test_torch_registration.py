@@ -88,7 +88,7 @@ def test_registration_one_rank_group_and_timeouts():
     code = ("import os, datetime, torch, torch.distributed as dist, nccl.torch\n"
             "from nccl.torch import rendezvous\n"
             "nccl.torch.register(); nccl.torch.register()\n"
-            "print(dist.Backend.backend_list.count('nccl4py_host'), dist.Backend.NCCL4PY_HOST,\n"
+            "print(dist.Backend.backend_list.count('nccl4py_host'), getattr(dist.Backend, 'nccl4py_host'.upper()),\n"
             "      dist.Backend.backend_capability['nccl4py_host'],\n"
             "      nccl.torch.HostProcessGroup.__mro__[-3].__name__)\n"
             "seen = []\n"

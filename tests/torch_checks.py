@@ -3,9 +3,9 @@
 Started by tests/torch_ranks.py on 2 ranks (torchrun, env://) and on 4 ranks
 (tcp://, then file:// and an explicit store).  Each ``check_*`` function runs
 on all ranks in file order; a failure is recorded (with its traceback) and
-the next check runs.  The results go to ``$NCCL4PY_TORCH_RESULTS/rank<R>.json``.
+the next check runs.  The results go to ``<results dir>/rank<R>.json``.
 
-Usage: python torch_checks.py <init method: env|tcp://...> [tail]
+Usage: python torch_checks.py <results dir> <init method: env|tcp://...> [tail]
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ import nccl.core as nc
 import nccl.torch
 from nccl.torch import UnsupportedError
 
-RESULTS = os.environ["NCCL4PY_TORCH_RESULTS"]
-TIMEOUT = timedelta(seconds=float(os.environ.get("NCCL4PY_TORCH_TIMEOUT", "60")))
+RESULTS = sys.argv[1]
+TIMEOUT = timedelta(seconds=60)
 R = N = -1
 GLOO = None
 results: dict = {}
@@ -413,6 +413,79 @@ def check_barrier_and_work_objects():
     w = dist.all_reduce(torch.ones(1), async_op=True)
     w.get_future().then(lambda f: done.append(f.value()[0].item()))
     assert done == [float(N)], done
+
+
+def check_async_lane():
+    """Large async_op collectives run on the group's lane, in order with
+    everything else; their futures complete there."""
+    M = 1 << 19  # 2 MiB of float32: above the lane's threshold
+    big = torch.full((M,), float(R + 1))
+    small = torch.ones(4)
+    w = dist.all_reduce(big, async_op=True)
+    dist.all_reduce(small)  # runs after the lane has drained
+    w.wait()
+    assert dist.group.WORLD._lane is not None
+    assert (big == N * (N + 1) / 2).all() and (small == N).all()
+    ts = [torch.full((M,), float(R + i)) for i in range(3)]
+    ws = [dist.all_reduce(t, async_op=True) for t in ts]
+    for w in reversed(ws):
+        w.wait()
+    for i, t in enumerate(ts):
+        assert (t == N * (N - 1) / 2 + N * i).all(), i
+        assert ws[i].is_completed() and ws[i].is_success()
+    # a callback on the lane's thread issuing another collective: it runs there
+    y = torch.ones(M)
+    x = torch.ones(M)
+    fut = dist.all_reduce(x, async_op=True).get_future()
+    chained = fut.then(lambda f: (dist.all_reduce(y, async_op=True).wait(),
+                                  f.value()[0][0].item())[1])
+    assert chained.wait() == N and (y == N).all()
+    # all-gather and reduce-scatter into tensors, async
+    out = torch.empty(N * M)
+    w1 = dist.all_gather_into_tensor(out, torch.full((M,), float(R)), async_op=True)
+    rs = torch.empty(M)
+    w2 = dist.reduce_scatter_tensor(rs, torch.ones(N * M), async_op=True)
+    w2.wait()
+    w1.wait()
+    assert (out.view(N, M) == torch.arange(N).view(N, 1)).all() and (rs == N).all()
+    # a PREMUL_SUM after queued calls: its factor is not set before they ran
+    a = torch.ones(M)
+    wa = dist.all_reduce(a, op=dist._make_nccl_premul_sum(2.0), async_op=True)
+    b = torch.ones(M)
+    dist.all_reduce(b, op=dist._make_nccl_premul_sum(3.0))
+    wa.wait()
+    assert (a == 2 * N).all() and (b == 3 * N).all()
+    # sends and receives wait for the lane's calls first
+    z = torch.ones(M)
+    wz = dist.all_reduce(z, async_op=True)
+    got = torch.empty(4)
+    s = dist.isend(torch.full((4,), float(R)), (R + 1) % N)
+    r = dist.irecv(got, (R - 1) % N)
+    r.wait()
+    s.wait()
+    assert wz.is_completed() and (z == N).all() and (got == (R - 1) % N).all()
+    # functional collectives of large tensors too
+    import torch.distributed._functional_collectives as fc
+
+    q = fc.wait_tensor(fc.all_reduce(torch.ones(M), "sum", dist.group.WORLD))
+    assert (q == N).all()
+
+
+def check_ddp_large_buckets_parity_with_gloo():
+    """Buckets above the lane's threshold: DDP's all-reduces overlap backward."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
+                               torch.nn.Linear(1024, 512))
+    g = torch.Generator().manual_seed(R)
+    batches = [(torch.randn(4, 256, generator=g), torch.randn(4, 512, generator=g))
+               for _ in range(2)]
+    ours = _train(DDP(copy.deepcopy(base), bucket_cap_mb=2), batches)
+    assert dist.group.WORLD._lane is not None
+    theirs = _train(DDP(copy.deepcopy(base), process_group=GLOO, bucket_cap_mb=2), batches)
+    _compare([p.detach() for p in ours.parameters()], [p.detach() for p in theirs.parameters()],
+             "DDP 2 MiB buckets")
 
 
 # ------------------------------------------------------- point-to-point
@@ -893,7 +966,7 @@ def tail_init_methods(tmpdir: str) -> None:
 
 def main() -> None:
     global R, N, GLOO
-    method = sys.argv[1]
+    method = sys.argv[2]
     if method == "env":
         dist.init_process_group("nccl4py_host", timeout=TIMEOUT)
     else:
@@ -904,8 +977,8 @@ def main() -> None:
     GLOO = dist.new_group(backend="gloo")
     info["torch"] = torch.__version__
     run_checks()
-    if len(sys.argv) > 2 and sys.argv[2] == "tail":
-        tail_init_methods(os.environ["NCCL4PY_TORCH_TMP"])
+    if len(sys.argv) > 3 and sys.argv[3] == "tail":
+        tail_init_methods(os.path.dirname(os.path.abspath(RESULTS)))
     elif dist.is_initialized():
         dist.destroy_process_group()
     with open(os.path.join(RESULTS, f"rank{R}.json"), "w") as f:

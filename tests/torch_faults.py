@@ -7,7 +7,9 @@ naming it, and destroy_process_group must return and remove the segment.
 Phase 2, ranks 0 and 1 (file://, timeout 3 s): rank 1 sleeps through an
 all-reduce; rank 0 must fail with NcclTimeoutError within the timeout; rank
 1's late all-reduce either fails or completes with rank 0's contribution
-(which rank 0 made before it was aborted).  Results in $NCCL4PY_TORCH_RESULTS/rank<R>.json.
+(which rank 0 made before it was aborted).  Results in <results dir>/rank<R>.json.
+
+Usage: python torch_faults.py <results dir> <tcp://...> <file for phase 2>
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def error(e: BaseException) -> dict:
 
 
 def phase1() -> None:
-    dist.init_process_group("nccl4py_host", init_method=sys.argv[1], rank=R, world_size=N,
+    dist.init_process_group("nccl4py_host", init_method=sys.argv[2], rank=R, world_size=N,
                             timeout=timedelta(seconds=60))
     out["uid1"] = dist.group.WORLD._uid.hex()
     t = torch.ones(1 << 14)
@@ -57,7 +59,7 @@ def phase1() -> None:
 
 
 def phase2() -> None:
-    dist.init_process_group("nccl4py_host", init_method=f"file://{sys.argv[2]}", rank=R,
+    dist.init_process_group("nccl4py_host", init_method=f"file://{sys.argv[3]}", rank=R,
                             world_size=2, timeout=timedelta(seconds=3))
     out["uid2"] = dist.group.WORLD._uid.hex()
     t = torch.ones(4)
@@ -80,5 +82,5 @@ def phase2() -> None:
 phase1()
 if R < 2:
     phase2()
-with open(os.path.join(os.environ["NCCL4PY_TORCH_RESULTS"], f"rank{R}.json"), "w") as f:
+with open(os.path.join(sys.argv[1], f"rank{R}.json"), "w") as f:
     json.dump(out, f)

@@ -3,8 +3,9 @@
 ``run_job(tmp_path, script, nranks, args, launcher)`` starts ``script`` on
 ``nranks`` processes on the host backend, either under torchrun
 (``python -m torch.distributed.run``, env://) or as plain processes with
-RANK / WORLD_SIZE set, and returns each rank's JSON result file
-(``$NCCL4PY_TORCH_RESULTS/rank<R>.json``) by rank.  torch is imported only
+RANK / WORLD_SIZE set, with the results directory as the script's first
+argument, and returns each rank's JSON result file (``rank<R>.json`` there)
+by rank.  torch is imported only
 by the ranks: importing it here would slow down every test run.
 """
 from __future__ import annotations
@@ -34,18 +35,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def job_env(tmp_path: Path, **extra: str) -> dict:
-    results = tmp_path / "results"
-    results.mkdir(exist_ok=True)
-    return clean_env(NCCL4PY_BACKEND="host", NCCL4PY_TORCH_RESULTS=str(results),
-                     NCCL4PY_TORCH_TMP=str(tmp_path), OMP_NUM_THREADS="1",
+def job_env(**extra: str) -> dict:
+    return clean_env(NCCL4PY_BACKEND="host", OMP_NUM_THREADS="1",
                      TORCH_DEVICE_BACKEND_AUTOLOAD="1", NCCL4PY_HOST_TIMEOUT=None, **extra)
 
 
 def run_job(tmp_path: Path, script: str, nranks: int, args: list[str], launcher: str = "spawn",
             timeout: float = 400, expect_rc: int | None = 0, **extra: str):
     """(results by rank, combined output).  launcher: "torchrun" or "spawn"."""
-    env = job_env(tmp_path, **extra)
+    env = job_env(**extra)
+    outdir = tmp_path / "results"
+    outdir.mkdir(exist_ok=True)
+    args = [str(outdir), *args]
     path = str(HERE / script)
     port = free_port()
     if launcher == "torchrun":
@@ -72,7 +73,7 @@ def run_job(tmp_path: Path, script: str, nranks: int, args: list[str], launcher:
     if expect_rc is not None:
         assert all(rc == expect_rc for rc in rcs), f"exit {rcs}\n{out[-6000:]}"
     results = {}
-    for f in sorted((tmp_path / "results").glob("rank*.json")):
+    for f in sorted(outdir.glob("rank*.json")):
         data = json.loads(f.read_text())
         results[data["rank"]] = data
     return results, out

@@ -1,6 +1,7 @@
 """What the collectives of ``HostProcessGroup`` share: running nccl.core
-calls (one NCCL group when there are several), checking roots and per-rank
-lists, and the test of a tensor the library can take as it is."""
+calls (one NCCL group when there are several) on the calling thread or on
+the group's lane (``lane``), checking roots and per-rank lists, and the
+test of a tensor the library can take as it is."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,9 +9,13 @@ from typing import Sequence
 import nccl.core as nc
 from nccl._errors import NCCLError, NcclInvalid
 
+from torch.distributed import ReduceOp
+
 from .dtypes import NATIVE
+from .lane import ASYNC_MIN_BYTES, Lane
 from .reduce_op import nccl_op
 from .staging import STRIDED
+from .work import completed
 
 __all__ = ["Calls", "fast", "same_dtype", "overlap"]
 
@@ -36,11 +41,40 @@ class Calls:
     _size: int
     _premul: dict
     _failed: bool
+    _lane: Lane | None
+    _group_name: str
 
     def _op(self, op, dtype):
+        if op == ReduceOp.PREMUL_SUM:
+            self._drain()  # its factor is set now, in the op's scalar, for this call
         return nccl_op(op, dtype, self._comm, self._premul)
 
+    def _drain(self) -> None:
+        lane = self._lane
+        if lane is not None and lane.busy:
+            lane.drain()
+
+    def _launch(self, calls: list, staged: Sequence, result: list, opts, nbytes: int,
+                op=None):
+        """Run the calls on the lane when the caller asked for async_op and
+        they are large (or the lane is busy: they must come after it), else
+        here; the Work."""
+        lane = self._lane
+        if (opts is not None and opts.asyncOp and not isinstance(op, nc.CustomRedOp)
+                and (nbytes >= ASYNC_MIN_BYTES or (lane is not None and lane.busy))
+                and not (lane is not None and lane.here())):
+            if lane is None:
+                lane = self._lane = Lane(f"nccl4py_host lane {self._group_name}")
+            return lane.submit(lambda: self._execute(calls, staged), result)
+        self._run(calls, staged)
+        return completed(result)
+
     def _run(self, calls: list, staged: Sequence = ()) -> None:
+        """Run the calls here, after the lane's."""
+        self._drain()
+        self._execute(calls, staged)
+
+    def _execute(self, calls: list, staged: Sequence = ()) -> None:
         """Run the calls (one NCCL group when several), then copy the staged
         outputs back."""
         try:
@@ -70,6 +104,7 @@ class Calls:
 
     def _run_group(self, calls: list, staged: list) -> None:
         """Sends and receives: always one group, even a single one."""
+        self._drain()
         try:
             with nc.group():
                 for call in calls:

@@ -95,8 +95,7 @@ class DataMovement(Calls):
             p2p.flush()
         calls, staged = [], []
         self._all_gather_one(output, input, calls, staged)
-        self._run(calls, staged)
-        return completed([output])
+        return self._launch(calls, staged, [output], opts, output.nbytes)
 
     _allgather_base = all_gather_single
 
@@ -106,8 +105,7 @@ class DataMovement(Calls):
         calls, staged = [], []
         for out, inp in zip(outputs, inputs, strict=True):
             self._all_gather_one(out, inp, calls, staged)
-        self._run(calls, staged)
-        return completed(outputs)
+        return self._launch(calls, staged, outputs, opts, sum(t.nbytes for t in outputs))
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 

@@ -45,6 +45,8 @@ def flush() -> None:
         ops = queue[:]
         del queue[:]
         try:
+            for pg in {id(op[0]): op[0] for op in ops}.values():
+                pg._drain()  # their lanes' collectives come first
             with nc.group():
                 for pg, kind, s, peer, _ in ops:
                     if s.buf.numel() == 0:

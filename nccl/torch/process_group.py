@@ -5,8 +5,10 @@ torch 2.13 lets Python implement a whole ``ProcessGroup`` (not a
 its C++ code (DDP's reducer, functional collectives, DTensor) reaches them
 through the ``ProcessGroup`` trampoline.  The collectives are in
 ``reductions`` and ``movement``; each resolves its tensors (``staging``),
-runs the nccl.core calls and returns a completed ``Work``.  Sends and
-receives are queued (``p2p``); every collective first runs that queue.
+runs the nccl.core calls, here or on the group's lane (``lane``: large
+``async_op`` all-reduces, all-gathers and reduce-scatters) and returns a
+``Work``.  Sends and receives are queued (``p2p``); every collective first
+runs that queue.
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ class HostProcessGroup(Reductions, DataMovement, dist.ProcessGroup):
         self._premul: dict = {}
         self._barrier_buf = torch.zeros(1, dtype=torch.uint8)
         self._failed = False
+        self._lane = None  # started by the first large async_op collective
 
     # ------------------------------------------------------------ identity
 
@@ -118,17 +121,24 @@ class HostProcessGroup(Reductions, DataMovement, dist.ProcessGroup):
             "or a gloo group (dist.new_group(backend='gloo'))")
 
     def _start_coalescing(self, device=None) -> None:
-        pass  # collectives complete as they are called; sends and receives are queued
+        pass  # collectives run as they are called; sends and receives are queued
 
     def _end_coalescing(self, device=None):
         if p2p.queue:
             p2p.flush()
+        self._drain()
         return completed([])
 
+    def _close_lane(self) -> None:
+        lane, self._lane = self._lane, None
+        if lane is not None:
+            lane.close()
+
     def shutdown(self) -> None:
-        """Release the communicator (and its /dev/shm segment); queued sends
-        and receives of this group fail."""
+        """Release the communicator (and its /dev/shm segment) once the
+        lane's calls have run; queued sends and receives of this group fail."""
         p2p.discard(self, "the group was shut down")
+        self._close_lane()
         comm = self._comm
         if comm is None or not comm.is_valid:
             return
@@ -142,9 +152,12 @@ class HostProcessGroup(Reductions, DataMovement, dist.ProcessGroup):
         self._premul.clear()  # closed with the communicator
 
     def abort(self) -> None:
+        """Abort the communicator (a call blocked on the lane fails), then
+        release everything."""
         p2p.discard(self, "the group was aborted")
         if self._comm is not None and self._comm.is_valid:
             self._comm.abort()
+        self._close_lane()
         self._premul.clear()
 
 

@@ -33,30 +33,34 @@ class Reductions(Calls):
             t = tensors[0]
             if (red == SUM and t.dtype in _FAST and t.layout is STRIDED and t.is_cpu
                     and t.is_contiguous() and not t.is_neg() and not t.requires_grad):
+                if opts is not None and opts.asyncOp:
+                    return self._launch([lambda: self._comm.allreduce(t, t, _NC_SUM)], (),
+                                        tensors, opts, t.nbytes)
+                lane = self._lane
+                if lane is not None and lane.busy:
+                    lane.drain()
                 try:
                     self._comm.allreduce(t, t, _NC_SUM)
                 except NCCLError:
                     self._failed = True
                     raise
                 return completed(tensors)
-        self._allreduce(tensors, red)
-        return completed(tensors)
+        return self._allreduce(tensors, red, opts)
 
-    def _allreduce(self, tensors, red) -> None:
-        calls, staged = [], []
+    def _allreduce(self, tensors, red, opts):
+        calls, staged, op = [], [], None
         for t in tensors:
             check_tensor(t, "all_reduce tensor")
             op = self._op(red, t.dtype)
             s = stage(t, "all_reduce tensor", INOUT, reduce=True)
             calls.append(lambda b=s.buf, op=op: self._comm.allreduce(b, b, op))
             staged.append(s)
-        self._run(calls, staged)
+        return self._launch(calls, staged, tensors, opts, sum(t.nbytes for t in tensors), op)
 
     def allreduce_coalesced(self, tensors, opts=None):
         if p2p.queue:
             p2p.flush()
-        self._allreduce(tensors, opts.reduceOp if opts is not None else SUM)
-        return completed(tensors)
+        return self._allreduce(tensors, opts.reduceOp if opts is not None else SUM, opts)
 
     def reduce(self, tensors, opts):
         if p2p.queue:
@@ -100,7 +104,7 @@ class Reductions(Calls):
         self._run(calls, staged)
         return completed(outputs)
 
-    def _reduce_scatter_one(self, out, inp, red, calls: list, staged: list) -> None:
+    def _reduce_scatter_one(self, out, inp, red, calls: list, staged: list):
         check_tensor(out, "reduce_scatter output")
         check_tensor(inp, "reduce_scatter input")
         same_dtype("reduce_scatter_tensor", (inp,), out.dtype)
@@ -108,32 +112,31 @@ class Reductions(Calls):
             raise NcclInvalid(f"reduce_scatter_tensor: the input has {inp.numel()} elements, "
                               f"expected {self._size} x the output's {out.numel()}")
         op = self._op(red, out.dtype)
-        if fast(out) and fast(inp) and out.dtype is not torch.bool:
+        if fast(out) and fast(inp):
             calls.append(lambda: self._comm.reduce_scatter(inp, out, op))
-            return
+            return op
         so = stage(out, "reduce_scatter output", OUT, reduce=True)
         si = stage(inp, "reduce_scatter input", IN, reduce=True)
         calls.append(lambda: self._comm.reduce_scatter(si.buf, so.buf, op))
         staged.append(so)
+        return op
 
     def reduce_scatter_single(self, output, input, opts):
         if p2p.queue:
             p2p.flush()
         calls, staged = [], []
-        self._reduce_scatter_one(output, input, opts.reduceOp, calls, staged)
-        self._run(calls, staged)
-        return completed([output])
+        op = self._reduce_scatter_one(output, input, opts.reduceOp, calls, staged)
+        return self._launch(calls, staged, [output], opts, input.nbytes, op)
 
     _reduce_scatter_base = reduce_scatter_single
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
         if p2p.queue:
             p2p.flush()
-        calls, staged = [], []
+        calls, staged, op = [], [], None
         for out, inp in zip(outputs, inputs, strict=True):
-            self._reduce_scatter_one(out, inp, opts.reduceOp, calls, staged)
-        self._run(calls, staged)
-        return completed(outputs)
+            op = self._reduce_scatter_one(out, inp, opts.reduceOp, calls, staged)
+        return self._launch(calls, staged, outputs, opts, sum(t.nbytes for t in inputs), op)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 

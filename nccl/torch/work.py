@@ -1,18 +1,22 @@
 """The Work objects the backend returns.
 
 The host backend completes a collective before the call returns, so a
-collective's Work is complete when it is made: ``wait()`` returns True at
-once and ``get_future()`` is a completed future whose value is the output
-tensors, as ProcessGroupNCCL's.  A send or receive is queued (see
+collective run on the calling thread has a Work that is complete when it is
+made: ``wait()`` returns True at once and ``get_future()`` is a completed
+future whose value is the output tensors, as ProcessGroupNCCL's.  A large
+``async_op`` collective runs on the group's lane (``nccl.torch.lane``): its
+Work completes when the lane has run it.  A send or receive is queued (see
 ``nccl.torch.p2p``); its Work runs the queue when waited on, asked whether
 it is complete, or asked for its future.
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 import torch.distributed as dist
 
-__all__ = ["Work", "PendingWork", "completed"]
+__all__ = ["Work", "PendingWork", "AsyncWork", "completed"]
 
 
 class Work(dist._Work):
@@ -97,3 +101,34 @@ class PendingWork(Work):
         else:
             fut.set_result(self._result)
         return fut
+
+
+class AsyncWork(Work):
+    """A collective on the group's lane: complete when the lane has run it;
+    its future (made when it was issued) completes then, with the output
+    tensors or the error."""
+
+    _event: threading.Event
+    _future: torch.futures.Future
+    _error: BaseException | None = None
+
+    def wait(self, timeout=None) -> bool:
+        self._event.wait()
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def is_completed(self) -> bool:
+        return self._event.is_set()
+
+    def is_success(self) -> bool:
+        return self._event.is_set() and self._error is None
+
+    def exception(self):
+        return self._error
+
+    def synchronize(self) -> None:
+        self.wait()
+
+    def get_future(self):
+        return self._future
