@@ -26,4 +26,4 @@ def test_quick_run_checks_every_row(tmp_path):
                     ("all_gather_into_tensor", "float32"), ("reduce_scatter_tensor", "float32")):
             assert (*row, size) in rows, (row, size)
     assert ("ddp_step", "float32", 0) in rows and ("per_call", "float32", 4) in rows
-    assert "rows where gloo is faster:" in p.stdout and "torch and nccl4py_host add" in p.stdout
+    assert "rows where gloo is faster:" in p.stdout and "torch and nccl4py_host add" in p.stdout and "one rank alone" in p.stdout
