@@ -1,6 +1,7 @@
 """docs/torch.md's program, as written, under torchrun on 2 ranks."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -22,5 +23,5 @@ def test_train_py_runs_under_torchrun(tmp_path):
     p = subprocess.run(cmd, cwd=tmp_path, env=job_env(), capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert sorted(line for line in p.stdout.splitlines() if line.endswith(": ok")) == \
-        ["rank 0: ok", "rank 1: ok"], p.stdout
+    # the ranks share torchrun's stdout: their lines may run together
+    assert sorted(re.findall(r"rank (\d+): ok", p.stdout)) == ["0", "1"], p.stdout

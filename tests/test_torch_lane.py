@@ -49,8 +49,10 @@ def test_an_error_stays_with_its_work_and_the_lane_goes_on(lane):
 
 def test_a_callback_on_the_lane_may_drain_and_submit(lane):
     """A future's callback runs on the lane's thread: draining there returns
-    at once instead of waiting for itself."""
+    at once instead of waiting for itself.  (The job waits until the callback
+    is attached: a future that is already complete runs it on the caller.)"""
     seen = []
+    gate = threading.Event()
 
     def callback(fut):
         assert lane.here()
@@ -58,8 +60,9 @@ def test_a_callback_on_the_lane_may_drain_and_submit(lane):
         seen.append(fut.value())
         return 7
 
-    w = lane.submit(lambda: None, ["x"])
+    w = lane.submit(gate.wait, ["x"])
     chained = w.get_future().then(callback)
+    gate.set()
     assert chained.wait() == 7 and seen == [["x"]]
     assert not lane.here()
 
