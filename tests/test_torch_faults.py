@@ -1,7 +1,7 @@
 """nccl4py_host when a rank dies or does not arrive (tests/torch_faults.py).
 
 A rank killed with SIGKILL in the middle of all-reduces: the others fail
-with an NCCLError naming it within seconds, destroy_process_group returns,
+with an NCCLError naming it and the call within seconds, destroy_process_group returns,
 the /dev/shm segment is gone.  A rank that sleeps through an all-reduce of a
 group with a 3 s timeout: the other fails with NcclTimeoutError naming the
 call within the timeout (the watchdog aborts the communicator); the
@@ -34,7 +34,7 @@ def test_a_rank_that_dies(job):
         err = res["error1"]
         assert err is not None, res
         assert err["type"] == "NCCLError" and err["status"] == REMOTE, err
-        assert "rank 2" in err["message"], err
+        assert "rank 2" in err["message"] and "ncclAllReduce" in err["message"], err
         assert res["waited1"] < 15, res
         assert res["teardown1"] < 5, res
         assert not res["segment1_left"], res
