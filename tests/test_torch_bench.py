@@ -6,12 +6,15 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 from torch_ranks import job_env, needs_host, needs_torch
 
 pytestmark = [needs_torch, needs_host]
 
 
+@pytest.mark.heavy("bench/torch_vs_gloo.py --quick: every row on 2 ranks, with gloo")
 def test_quick_run_checks_every_row(tmp_path):
     out = tmp_path / "r.json"
     cmd = [sys.executable, str(ROOT / "bench" / "torch_vs_gloo.py"), "--quick", "--rounds", "1",
