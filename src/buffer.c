@@ -25,6 +25,14 @@
  *   probe      nothing on the type: look for the same attributes on the
  *              instance at each call.
  *
+ * Byte order: the most specific metadata wins.  Elements stored in the other
+ * byte order than this machine's are refused on every path, before any
+ * dtype is decided: a typestr's mark ('>f4', ml_dtypes' '>V2'), a mark of a
+ * 'descr' field, a mark anywhere in a buffer format ('>f', '!i',
+ * 'T{>f:x:}') beats obj.dtype.name and an explicit spec's dtype (whose
+ * reinterpretation of the bytes would be as wrong).  DLPack has no byte
+ * order: its tensors are native.
+ *
  * A tuple is an explicit spec (buf, count), (buf, dtype), (buf, count, dtype).
  * In a pair, a plain integer (an exact int or a non-int integer such as a
  * NumPy scalar) is a count; an int subclass (an IntEnum like nccl DataType)
@@ -136,6 +144,18 @@ err_read_only(const ctx_t *c)
                    c->name);
 }
 
+/* desc names the metadata that says so ("typestr '>f4'", "buffer format '!i'") */
+static int
+err_byte_order(const ctx_t *c, const char *desc)
+{
+    return invalid(c,
+                   "%s has non-native byte order (%s): NCCL reads and writes elements in this "
+                   "machine's byte order (%s-endian), so every value would be wrong; convert "
+                   "it first (NumPy: x.astype(x.dtype.newbyteorder('='))), also to reinterpret "
+                   "its bytes with an explicit dtype",
+                   c->name, desc, PY_LITTLE_ENDIAN ? "little" : "big");
+}
+
 static int
 err_no_protocol(const ctx_t *c, PyObject *obj)
 {
@@ -186,6 +206,22 @@ has_attr(PyObject *obj, PyObject *attr)
     int r = get_optional_attr(obj, attr, &v);
     Py_XDECREF(v);
     return r;
+}
+
+/* 1 when a byte-order mark says that elements of itemsize bytes are stored
+ * in the other byte order than this machine's: '<' little, '>' and '!' big
+ * endian ('@', '=' and '|' are native or not applicable).  One-byte elements
+ * have no byte order. */
+static int
+foreign_order(char mark, size_t itemsize)
+{
+    if (itemsize <= 1)
+        return 0;
+#if PY_LITTLE_ENDIAN
+    return mark == '>' || mark == '!';
+#else
+    return mark == '<';
+#endif
 }
 
 /* The data type of a DLPack code and element size, or -1. */
@@ -298,15 +334,32 @@ set_type(const ctx_t *c, n4p_buffer *out, int dtype, size_t count, size_t itemsi
 
 /* -------------------------------------------------------- buffer protocol */
 
-/* NCCL dtype of a struct-module format, or -1: the letter's DLPack code, and
- * the element size it implies ('l' and 'n' vary by platform). */
+/* 1 when a struct-module format stores its items in the other byte order:
+ * a mark anywhere outside the ":name:" of a field counts (PEP 3118 formats
+ * may change the order between the fields of a struct). */
+static int
+format_foreign(const char *fmt, size_t itemsize)
+{
+    int in_name = 0;
+    for (const char *p = fmt; *p != '\0'; p++) {
+        if (*p == ':')
+            in_name = !in_name;
+        else if (!in_name && foreign_order(*p, itemsize))
+            return 1;
+    }
+    return 0;
+}
+
+/* NCCL dtype of a struct-module format in this machine's byte order, or -1:
+ * the letter's DLPack code, and the element size it implies ('l' and 'n'
+ * vary by platform). */
 static int
 format_dtype(const char *fmt, size_t itemsize)
 {
 #define IMPLIES(code, size) return itemsize == (size) ? by_code[code][size] - 1 : -1
     if (fmt == NULL)
         return itemsize == 1 ? ncclUint8 : -1;
-    if (fmt[0] == '@' || fmt[0] == '=' || fmt[0] == NATIVE_ORDER)
+    if (strchr("@=<>!", fmt[0]) != NULL && fmt[0] != '\0')
         fmt++;
     if (fmt[0] == '\0' || fmt[1] != '\0')
         return -1;
@@ -381,6 +434,12 @@ from_buffer(const ctx_t *c, PyObject *obj, n4p_buffer *out)
         }
         if (check_row_major(c, nd, shape, strides, (size_t)v->len, v->itemsize, "bytes") < 0)
             goto fail;
+    }
+    if (v->format != NULL && format_foreign(v->format, itemsize)) {
+        char desc[96];
+        PyOS_snprintf(desc, sizeof(desc), "buffer format '%.60s'", v->format);
+        err_byte_order(c, desc);
+        goto fail;
     }
     int dtype = itemsize ? format_dtype(v->format, itemsize) : -1;
     if (dtype < 0 && !(c->any_dtype && itemsize)) {
@@ -774,7 +833,51 @@ typedef struct {
     Py_ssize_t ndim;
     size_t count;
     const char *typestr;
+    PyObject *descr; /* borrowed from the dict, or NULL */
 } iface_t;
+
+/* 1 when a field of an interface's 'descr' (a list of (name, typestr or
+ * nested descr[, shape])) is stored in the other byte order (the field and
+ * its typestr described in buf); 0 when none is; -1 with an exception for a
+ * descr nested too deeply to check. */
+static int
+descr_foreign(const ctx_t *c, const char *what, PyObject *descr, int depth, char *buf, size_t n)
+{
+    if (!PyList_Check(descr))
+        return 0;
+    if (depth > 32)
+        return iface_error(c, what, "'descr' is nested too deeply");
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(descr); i++) {
+        PyObject *field = PyList_GET_ITEM(descr, i);
+        if (!PyTuple_Check(field) || PyTuple_GET_SIZE(field) < 2)
+            continue;
+        PyObject *t = PyTuple_GET_ITEM(field, 1);
+        if (PyList_Check(t)) {
+            int r = descr_foreign(c, what, t, depth + 1, buf, n);
+            if (r != 0)
+                return r;
+            continue;
+        }
+        const char *ts = PyUnicode_Check(t) ? PyUnicode_AsUTF8(t) : NULL;
+        if (ts == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        size_t itemsize = 0;
+        char kind = 0;
+        (void)typestr_dtype(ts, &itemsize, &kind);
+        if (foreign_order(ts[0], itemsize)) {
+            PyObject *name = PyTuple_GET_ITEM(field, 0);
+            const char *ns = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+            if (ns == NULL)
+                PyErr_Clear();
+            PyOS_snprintf(buf, n, "%s 'descr' field '%.40s' with typestr '%.20s'", what,
+                          ns ? ns : "?", ts);
+            return 1;
+        }
+    }
+    return 0;
+}
 
 static int
 iface_data(const ctx_t *c, const char *what, PyObject *d, iface_t *f)
@@ -824,6 +927,7 @@ iface_parse(const ctx_t *c, const char *what, PyObject *d, iface_t *f)
         PyErr_Clear();
         return iface_error(c, what, "'typestr' must be a str");
     }
+    f->descr = PyDict_GetItemString(d, "descr");
     PyObject *shape = PyDict_GetItemString(d, "shape");
     if (shape == NULL)
         return iface_error(c, what, "'shape' is missing");
@@ -844,15 +948,27 @@ iface_parse(const ctx_t *c, const char *what, PyObject *d, iface_t *f)
     return 0;
 }
 
+/* The byte order is decided first: a typestr's (or a descr field's) mark
+ * wins over every name (obj.dtype.name, an explicit spec's dtype). */
 static int
 iface_fill(const ctx_t *c, PyObject *obj, int cai, const iface_t *f, n4p_buffer *out)
 {
+    const char *what = cai ? "__cuda_array_interface__" : "__array_interface__";
     if (f->readonly && c->writable)
         return err_read_only(c);
     size_t itemsize = 0;
     char kind = 0;
-    char desc[128];
+    char desc[160];
     int dtype = typestr_dtype(f->typestr, &itemsize, &kind);
+    if (foreign_order(f->typestr[0], itemsize)) {
+        PyOS_snprintf(desc, sizeof(desc), "%s typestr '%.20s'", what, f->typestr);
+        return err_byte_order(c, desc);
+    }
+    if (f->descr != NULL) {
+        int r = descr_foreign(c, what, f->descr, 0, desc, sizeof(desc));
+        if (r != 0)
+            return r < 0 ? -1 : err_byte_order(c, desc);
+    }
     typestr_desc(desc, sizeof(desc), f->typestr, kind, itemsize);
     if (!cai) {
         int by_name = dtype_by_name(obj, desc, sizeof(desc));
@@ -862,8 +978,7 @@ iface_fill(const ctx_t *c, PyObject *obj, int cai, const iface_t *f, n4p_buffer 
             dtype = by_name >= 0 && n4p_dtype_sizes[by_name] == itemsize ? by_name : -1;
     }
     if (itemsize > 0 && f->count > (size_t)PY_SSIZE_T_MAX / itemsize)
-        return iface_error(c, cai ? "__cuda_array_interface__" : "__array_interface__",
-                           "the array is too large");
+        return iface_error(c, what, "the array is too large");
     if (itemsize > 0 &&
         check_row_major(c, f->ndim, f->shape, f->strides, f->count, (int64_t)itemsize,
                         "bytes") < 0)

@@ -28,6 +28,8 @@ def build(outdir: Path) -> ctypes.PyDLL:
     lib.t_exchange_capsule.restype = ctypes.py_object
     lib.t_exchange_address.argtypes = [ctypes.c_int]
     lib.t_exchange_address.restype = ctypes.py_object
+    lib.t_formatted.argtypes = [ctypes.c_char_p, ctypes.c_ssize_t]
+    lib.t_formatted.restype = ctypes.py_object
     return lib
 
 

@@ -226,3 +226,63 @@ t_exchange_address(int which)
 {
     return PyLong_FromVoidPtr(&tables[which]);
 }
+
+/* ------------------------------------------- a buffer with any format */
+
+/* An object exporting 16 zero bytes through the buffer protocol, as 16 /
+ * itemsize items of the struct-module format it was made with (formats
+ * such as "!i" that no standard exporter produces). */
+typedef struct {
+    PyObject_HEAD
+    char format[32];
+    Py_ssize_t itemsize;
+    Py_ssize_t shape;
+    char data[16];
+} formatted;
+
+static int
+formatted_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    formatted *f = (formatted *)self;
+    (void)flags;
+    view->obj = Py_NewRef(self);
+    view->buf = f->data;
+    view->len = (Py_ssize_t)sizeof(f->data);
+    view->readonly = 0;
+    view->itemsize = f->itemsize;
+    view->format = f->format;
+    view->ndim = 1;
+    view->shape = &f->shape;
+    view->strides = &f->itemsize;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    return 0;
+}
+
+static PyType_Slot formatted_slots[] = {
+    {Py_bf_getbuffer, (void *)formatted_getbuffer},
+    {0, NULL},
+};
+static PyType_Spec formatted_spec = {"producers.Formatted", sizeof(formatted), 0,
+                                     Py_TPFLAGS_DEFAULT, formatted_slots};
+static PyObject *formatted_type;
+
+/* A new exporter of format fmt with items of itemsize bytes (1, 2, 4, 8 or 16). */
+PyObject *
+t_formatted(const char *fmt, Py_ssize_t itemsize)
+{
+    if (formatted_type == NULL && (formatted_type = PyType_FromSpec(&formatted_spec)) == NULL)
+        return NULL;
+    if (itemsize <= 0 || 16 % itemsize != 0 || strlen(fmt) >= 32) {
+        PyErr_SetString(PyExc_ValueError, "bad format or itemsize");
+        return NULL;
+    }
+    formatted *f = PyObject_New(formatted, (PyTypeObject *)formatted_type);
+    if (f == NULL)
+        return NULL;
+    snprintf(f->format, sizeof(f->format), "%s", fmt);
+    f->itemsize = itemsize;
+    f->shape = 16 / itemsize;
+    memset(f->data, 0, sizeof(f->data));
+    return (PyObject *)f;
+}

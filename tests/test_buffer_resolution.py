@@ -117,8 +117,8 @@ def test_unsupported_numpy(np_type, label):
     assert msg.endswith(SUPPORTED_MSG)
 
 
-def test_non_native_byte_order():
-    with pytest.raises(NcclInvalid, match="Unsupported data type"):
+def test_non_native_byte_order():  # more in test_buffer_byte_order.py
+    with pytest.raises(NcclInvalid, match="non-native byte order"):
         rb(np.zeros(3, ">f4" if sys.byteorder == "little" else "<f4"))
     assert rb(np.zeros(3, "|u1"))[2] == DT.Uint8
 
@@ -453,7 +453,7 @@ def test_cai_basic():
     ({"typestr": "<i2"}, NcclInvalid, "Unsupported data type for b: int16"),
     ({"typestr": "<V2"}, NcclInvalid, "Unsupported data type for b: typestr '<V2'"),
     ({"typestr": ">f4" if sys.byteorder == "little" else "<f4"}, NcclInvalid,
-     "Unsupported data type"),
+     "^b has non-native byte order"),
     ({"typestr": "f4"}, NcclInvalid, "Unsupported data type"),
     ({"typestr": "<f"}, NcclInvalid, "Unsupported data type"),
 ])
