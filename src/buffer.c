@@ -533,18 +533,37 @@ fill_dl(const ctx_t *c, const n4p_dltensor *t, int readonly, n4p_buffer *out)
     return 0;
 }
 
+/* A deleter may be Python code (a ctypes callback, a producer written with
+ * cffi), which must not run with an exception pending: a refusal's
+ * NcclInvalid is set aside while it runs and restored after. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define SET_ASIDE(e) PyObject *e = PyErr_GetRaisedException()
+#define RESTORE(e) PyErr_SetRaisedException(e)
+#else
+#define SET_ASIDE(e)                                                                           \
+    PyObject *e##_type, *e##_value, *e##_tb;                                                   \
+    PyErr_Fetch(&e##_type, &e##_value, &e##_tb)
+#define RESTORE(e) PyErr_Restore(e##_type, e##_value, e##_tb)
+#endif
+
 static void
 delete_versioned(n4p_dlmanaged_v *m)
 {
-    if (m->deleter != NULL)
-        m->deleter(m);
+    if (m->deleter == NULL)
+        return;
+    SET_ASIDE(pending);
+    m->deleter(m);
+    RESTORE(pending);
 }
 
 static void
 delete_legacy(n4p_dlmanaged *m)
 {
-    if (m->deleter != NULL)
-        m->deleter(m);
+    if (m->deleter == NULL)
+        return;
+    SET_ASIDE(pending);
+    m->deleter(m);
+    RESTORE(pending);
 }
 
 /* Takes ownership of m: on failure its deleter has run. */
