@@ -54,6 +54,11 @@ typedef struct {
     PyObject *buffer_kinds;        /* dict: type -> int kind */
     PyObject *last_buffer_type;    /* the type resolved last (strong ref) ... */
     PyObject *last_buffer_kind;    /* ... and its buffer_kinds value (strong ref) */
+    /* torch.Tensor's own accessors of what a tensor means beyond its memory,
+     * taken from its C base type when the first tensor type is classified */
+    PyObject *torch_is_neg;        /* method descriptor TensorBase.is_neg */
+    PyObject *torch_is_conj;       /* method descriptor TensorBase.is_conj */
+    PyObject *torch_requires_grad; /* getset descriptor TensorBase.requires_grad */
     PyObject *stream_kinds;        /* dict: type -> int kind */
     PyObject *str_dlpack;          /* "__dlpack__" */
     PyObject *str_dlpack_device;   /* "__dlpack_device__" */

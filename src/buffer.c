@@ -33,6 +33,12 @@
  * reinterpretation of the bytes would be as wrong).  DLPack has no byte
  * order: its tensors are native.
  *
+ * torch tensors: a type whose MRO holds torch's C base is cached as torch
+ * (a 1-tuple around its kind) and every tensor of it is checked through
+ * torch's own accessors before it is read, whatever the path: the negative
+ * and conjugate bits (lazy views whose memory does not hold their values)
+ * and, for a receive buffer, requires_grad (see check_torch).
+ *
  * A tuple is an explicit spec (buf, count), (buf, dtype), (buf, count, dtype).
  * In a pair, a plain integer (an exact int or a non-int integer such as a
  * NumPy scalar) is a count; an int subclass (an IntEnum like nccl DataType)
@@ -1038,16 +1044,159 @@ from_interface(const ctx_t *c, PyObject *obj, int cai, n4p_buffer *out)
     return r;
 }
 
+/* ---------------------------------------------------------- torch tensors */
+
+/* torch's C base of every tensor type, found by name in tp's MRO (torch is
+ * never imported here), or NULL. */
+static PyTypeObject *
+torch_base(PyTypeObject *tp)
+{
+    PyObject *mro = tp->tp_mro;
+    if (mro == NULL || !PyTuple_Check(mro))
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (strcmp(b->tp_name, "torch._C.TensorBase") == 0 ||
+            strcmp(b->tp_name, "torch._C._TensorBase") == 0)
+            return b;
+    }
+    return NULL;
+}
+
+/* The base's descriptor `name` (its own C accessor, which also serves
+ * __torch_function__ subclasses), None when this torch has none. */
+static PyObject *
+torch_descr(PyTypeObject *base, const char *name)
+{
+    PyObject *d = PyObject_GetAttrString((PyObject *)base, name);
+    if (d == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        return Py_NewRef(Py_None);
+    }
+    if (d != NULL && Py_TYPE(d)->tp_descr_get == NULL) {
+        Py_DECREF(d);
+        PyErr_Format(PyExc_RuntimeError, "%s.%s is not a descriptor", base->tp_name, name);
+        return NULL;
+    }
+    return d;
+}
+
+/* Take the accessors from torch's base type, once. */
+static int
+torch_accessors(n4p_state *st, PyTypeObject *base)
+{
+    if (st->torch_requires_grad != NULL)
+        return 0;
+    PyObject *neg = torch_descr(base, "is_neg");
+    PyObject *conj = neg != NULL ? torch_descr(base, "is_conj") : NULL;
+    PyObject *grad = conj != NULL ? torch_descr(base, "requires_grad") : NULL;
+    if (grad == NULL) {
+        Py_XDECREF(neg);
+        Py_XDECREF(conj);
+        return -1;
+    }
+    st->torch_is_neg = neg;
+    st->torch_is_conj = conj;
+    st->torch_requires_grad = grad;
+    return 0;
+}
+
+/* A tensor's bit through a method descriptor: 1, 0 or -1 on error. */
+static int
+torch_bit(PyObject *method, PyObject *obj)
+{
+    if (method == Py_None)
+        return 0;
+    PyObject *v = PyObject_Vectorcall(method, &obj, 1, NULL);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+static int
+torch_requires_grad(n4p_state *st, PyObject *obj)
+{
+    PyObject *d = st->torch_requires_grad;
+    if (d == Py_None)
+        return 0;
+    PyObject *v = Py_TYPE(d)->tp_descr_get(d, obj, (PyObject *)Py_TYPE(obj));
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* What a torch tensor means beyond its memory, checked before it is read:
+ * the lazy negation and conjugation bits (the memory holds the values
+ * un-negated, un-conjugated: NCCL would read and write them as they are
+ * stored) and autograd (a receive buffer written by NCCL is written behind
+ * its back: the version counter does not move, gradients go wrong).  A send
+ * buffer that requires grad is read, as reading a tensor's values never
+ * changes its autograd state. */
+static int
+check_torch(const ctx_t *c, PyObject *obj)
+{
+    n4p_state *st = c->st;
+    int r;
+    if (c->writable && (r = torch_requires_grad(st, obj)) != 0)
+        return r < 0 ? -1
+                     : invalid(c,
+                               "%s requires grad: NCCL would write into it behind autograd's "
+                               "back (its version counter unchanged, gradients computed from "
+                               "it wrong), which torch refuses too (its DLPack export); "
+                               "receive into a tensor that does not require grad and copy it "
+                               "in under torch.no_grad(), or pass x.detach() to write its "
+                               "memory on purpose",
+                               c->name);
+    if ((r = torch_bit(st->torch_is_neg, obj)) != 0)
+        return r < 0 ? -1
+                     : invalid(c,
+                               "%s is a torch tensor with the negative bit set (a lazy "
+                               "negation, e.g. torch._neg_view(x) or x.conj().imag): its memory "
+                               "holds the values un-negated, so NCCL would read and write the "
+                               "wrong sign; pass x.resolve_neg() (a copy; receive into a plain "
+                               "tensor and copy the result)",
+                               c->name);
+    /* only complex tensors carry the conjugate bit, and NCCL has no complex
+     * type: only an explicit spec reinterprets one */
+    if (c->any_dtype && (r = torch_bit(st->torch_is_conj, obj)) != 0)
+        return r < 0 ? -1
+                     : invalid(c,
+                               "%s is a torch tensor with the conjugate bit set (a lazy "
+                               "conjugation, e.g. x.conj()): its memory holds the values "
+                               "un-conjugated, so NCCL would read and write the imaginary "
+                               "parts with the wrong sign (torch's own DLPack export refuses "
+                               "it); pass x.resolve_conj()",
+                               c->name);
+    return 0;
+}
+
+/* __dlpack__ of a torch tensor: torch's export refuses a tensor that
+ * requires grad, which a send buffer may (check_torch), so its detached
+ * alias (the same memory) is exported then. */
+static int
+torch_from_dlpack(const ctx_t *c, PyObject *obj, n4p_buffer *out)
+{
+    int r = c->writable ? 0 : torch_requires_grad(c->st, obj);
+    if (r <= 0)
+        return r < 0 ? -1 : from_dlpack(c, obj, out);
+    PyObject *alias = PyObject_CallMethod(obj, "detach", NULL);
+    if (alias == NULL)
+        return -1;
+    r = from_dlpack(c, alias, out);
+    Py_DECREF(alias); /* the managed tensor keeps the storage */
+    return r;
+}
+
 /* ------------------------------------------------------- classification */
 
-/* New reference: the cache value for tp (int kind or exchange capsule). */
+/* New reference: the kind (an int) of a type without the exchange API. */
 static PyObject *
-classify(n4p_state *st, PyTypeObject *tp)
+classify_protocol(n4p_state *st, PyTypeObject *tp)
 {
-    PyObject *cap = exchange_capsule_of_type(tp);
-    if (cap != Py_None)
-        return cap;
-    Py_DECREF(cap);
     PyObject *t = (PyObject *)tp;
     long kind;
     int r;
@@ -1068,9 +1217,37 @@ classify(n4p_state *st, PyTypeObject *tp)
     return PyLong_FromLong(kind);
 }
 
-/* The kind of tp (*api set for the exchange kind), or -1 on error. */
+/* New reference: the cache value for tp: an int kind or the exchange
+ * capsule, in a 1-tuple for a torch tensor type (its checks apply). */
+static PyObject *
+classify(n4p_state *st, PyTypeObject *tp)
+{
+    PyTypeObject *base = torch_base(tp);
+    if (base != NULL) {
+        if (torch_accessors(st, base) < 0)
+            return NULL;
+    }
+    PyObject *v = NULL;
+    PyObject *cap = exchange_capsule_of_type(tp);
+    if (cap == NULL)
+        return NULL;
+    if (cap != Py_None)
+        v = cap;
+    else {
+        Py_DECREF(cap);
+        v = classify_protocol(st, tp);
+    }
+    if (v == NULL || base == NULL)
+        return v;
+    PyObject *t = PyTuple_Pack(1, v);
+    Py_DECREF(v);
+    return t;
+}
+
+/* The kind of tp (*api set for the exchange kind; *torch for a torch tensor
+ * type), or -1 on error. */
 static int
-kind_of(n4p_state *st, PyTypeObject *tp, const n4p_dlexchange_api **api)
+kind_of(n4p_state *st, PyTypeObject *tp, const n4p_dlexchange_api **api, int *torch)
 {
     PyObject *v;
     if ((PyObject *)tp == st->last_buffer_type) {
@@ -1092,6 +1269,10 @@ kind_of(n4p_state *st, PyTypeObject *tp, const n4p_dlexchange_api **api)
     Py_XSETREF(st->last_buffer_type, Py_NewRef((PyObject *)tp));
     Py_XSETREF(st->last_buffer_kind, Py_NewRef(v));
 found:
+    if (PyTuple_CheckExact(v)) {
+        *torch = 1;
+        v = PyTuple_GET_ITEM(v, 0);
+    }
     if (PyLong_CheckExact(v))
         return (int)PyLong_AsLong(v);
     if ((*api = exchange_table(v)) == NULL) {
@@ -1127,8 +1308,12 @@ static int
 resolve_object(const ctx_t *c, PyObject *obj, n4p_buffer *out)
 {
     const n4p_dlexchange_api *api = NULL;
+    int torch = 0;
+    int kind = kind_of(c->st, Py_TYPE(obj), &api, &torch);
+    if (kind < 0 || (torch && check_torch(c, obj) < 0))
+        return -1;
     int r;
-    switch (kind_of(c->st, Py_TYPE(obj), &api)) {
+    switch (kind) {
     case 0: return from_exchange(c, api, obj, out);
     case K_BUFFER:
         r = from_buffer(c, obj, out);
@@ -1144,7 +1329,7 @@ resolve_object(const ctx_t *c, PyObject *obj, n4p_buffer *out)
             return -1;
         PyErr_Clear();
         return from_interface(c, obj, 0, out);
-    case K_DLPACK: return from_dlpack(c, obj, out);
+    case K_DLPACK: return torch ? torch_from_dlpack(c, obj, out) : from_dlpack(c, obj, out);
     case K_CAI: return from_interface(c, obj, 1, out);
     case K_ARRAY_IFACE: return from_interface(c, obj, 0, out);
     case K_PROBE: return from_probe(c, obj, out);

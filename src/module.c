@@ -83,6 +83,9 @@ module_traverse(PyObject *mod, visitproc visit, void *arg)
     Py_VISIT(st->buffer_kinds);
     Py_VISIT(st->last_buffer_type);
     Py_VISIT(st->last_buffer_kind);
+    Py_VISIT(st->torch_is_neg);
+    Py_VISIT(st->torch_is_conj);
+    Py_VISIT(st->torch_requires_grad);
     Py_VISIT(st->stream_kinds);
     for (int k = 0; k < N4P_S_COUNT; k++)
         Py_VISIT(st->struct_types[k]);
@@ -106,6 +109,9 @@ module_clear(PyObject *mod)
     Py_CLEAR(st->buffer_kinds);
     Py_CLEAR(st->last_buffer_type);
     Py_CLEAR(st->last_buffer_kind);
+    Py_CLEAR(st->torch_is_neg);
+    Py_CLEAR(st->torch_is_conj);
+    Py_CLEAR(st->torch_requires_grad);
     Py_CLEAR(st->stream_kinds);
     Py_CLEAR(st->str_dlpack);
     Py_CLEAR(st->str_dlpack_device);
