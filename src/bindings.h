@@ -67,6 +67,7 @@ typedef struct {
     PyObject *str_cuda_stream;     /* "__cuda_stream__" */
     PyObject *str_lowpp;           /* "_lowpp" (communicator.c: config=) */
     PyObject *str_config;          /* "config" (communicator.c: config=None) */
+    PyObject *str_comm;            /* "_comm" (communicator.c: the op's communicator) */
     PyObject *dlpack_kwnames;      /* ("stream", "max_version") */
     PyObject *dlpack_max_version;  /* (1, 1) */
     PyObject *gpu_runtime_error;   /* gpu_runtime.c: GpuRuntimeError */
@@ -265,6 +266,7 @@ int n4p_arg_out_ptr(PyObject *o, const char *name, void **out);
 typedef struct {
     PyObject_HEAD
     void *handle;
+    void *owner; /* a Window: the communicator it was registered on (NULL: unknown) */
 } n4p_handleobj;
 Py_hash_t n4p_comm_hash(PyObject *self);
 Py_hash_t n4p_window_hash(PyObject *self);
@@ -515,6 +517,13 @@ int n4p_handle_check(PyObject *o, enum n4p_handle_kind kind, const char *name);
  * the slot then). */
 PyObject *n4p_handle_result(PyObject *h);
 
+/* A creating function records the communicator h (a new handle object) is
+ * made on. */
+void n4p_handle_set_owner(PyObject *h, void *comm);
+/* NcclInvalid (-1) when win is a Window object registered on another
+ * communicator than comm; 0 for an int, a Window of comm, or one of unknown
+ * origin.  name: the argument's name. */
+int n4p_window_check_owner(PyObject *mod, PyObject *win, void *comm, const char *name);
 /* The kind of a handle object (subclasses included), or -1 for anything else. */
 int n4p_handle_kind_of(n4p_state *st, PyObject *o);
 int n4p_init_communicator(PyObject *mod, n4p_state *st);

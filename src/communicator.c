@@ -135,12 +135,40 @@ ensure_info(PyObject *mod, commobj *self)
 
 /* ------------------------------------------------------------ one call */
 
+/* An op object that names the communicator it was made on (a CustomRedOp:
+ * its int `_comm`) is refused on any other one: the library would run the
+ * op that has the same id there. */
+static int
+check_op_owner(PyObject *mod, commobj *self, PyObject *o)
+{
+    PyObject *owner = PyObject_GetAttr(o, n4p_get_state(mod)->str_comm);
+    if (owner == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    void *p = PyLong_Check(owner) ? PyLong_AsVoidPtr(owner) : NULL;
+    Py_DECREF(owner);
+    if (p == NULL && PyErr_Occurred())
+        return -1;
+    if (p == NULL || p == (void *)self->comm)
+        return 0;
+    n4p_comm_invalid(mod, "op was created on communicator %p, not on communicator %p it is used "
+                     "with: a %.100s belongs to the communicator that made it (create it with "
+                     "create_pre_mul_sum() of this one)", p, (void *)self->comm,
+                     Py_TYPE(o)->tp_name);
+    return -1;
+}
+
 /* A reduction op: NcclRedOp / int, or a CustomRedOp (its __index__).  Only
  * integers: a float such as 1.9 is a TypeError, never truncated. */
 static int
-get_op(PyObject *o, int *op)
+get_op(PyObject *mod, commobj *self, PyObject *o, int *op)
 {
     if (PyLong_Check(o) || (!PyFloat_Check(o) && PyIndex_Check(o))) {
+        if (!PyLong_Check(o) && check_op_owner(mod, self, o) < 0)
+            return -1;
         if (n4p_arg_int(o, "op", op) < 0)
             return -1;
         n4p_trace_note_int("op", *op);
@@ -246,7 +274,7 @@ parse_call(PyObject *mod, commobj *self, const coll_t *d, n4p_job *j, PyObject *
     j->at = d->at;
     n4p_call *c = &j->call;
     c->op = c->root = -1;
-    if (d->at[A_OP] >= 0 && get_op(j->args[d->at[A_OP]], &c->op) < 0)
+    if (d->at[A_OP] >= 0 && get_op(mod, self, j->args[d->at[A_OP]], &c->op) < 0)
         return -1;
     if (d->rank_role != A_NONE) {
         PyObject *o = j->args[d->at[d->rank_role]];
@@ -555,7 +583,8 @@ n4p_init_communicator(PyObject *mod, n4p_state *st)
         return -1;
     st->comm_base_type = (PyTypeObject *)tp;
     st->str_config = PyUnicode_InternFromString("config");
-    if (st->str_config == NULL)
+    st->str_comm = PyUnicode_InternFromString("_comm");
+    if (st->str_config == NULL || st->str_comm == NULL)
         return -1;
     return PyModule_AddObjectRef(mod, "_CommunicatorBase", tp);
 }

@@ -7,6 +7,12 @@
  * so a value the library writes later (a non-blocking init, a window
  * registered inside a group) shows up in `.handle`.
  *
+ * A Window also remembers the communicator its creating function was given
+ * (`owner`): a function that takes a communicator and a Window object of
+ * another one refuses it (NcclInvalid) before the library looks the window
+ * up in the wrong communicator.  Ints, and objects made by hand, carry no
+ * communicator and are passed on as they are.
+ *
  * Code written for the 0.2 low level keeps handles as ints: it adds to them,
  * compares them with ints and uses them as dict keys.  The objects therefore
  * behave as the integer they hold: the number protocol returns plain ints,
@@ -28,6 +34,7 @@ h_init(handleobj *self, PyObject *args, PyObject *kwds)
     if (v != NULL && n4p_arg_ptr(v, "handle", &p) < 0)
         return -1;
     self->handle = p;
+    self->owner = NULL;
     return 0;
 }
 
@@ -262,9 +269,32 @@ n4p_handle_new(n4p_state *st, enum n4p_handle_kind kind, void *value)
 {
     PyTypeObject *tp = st->handle_types[kind];
     PyObject *o = tp->tp_alloc(tp, 0);
-    if (o != NULL)
+    if (o != NULL) {
         ((handleobj *)o)->handle = value;
+        ((handleobj *)o)->owner = NULL;
+    }
     return o;
+}
+
+void
+n4p_handle_set_owner(PyObject *h, void *comm)
+{
+    ((handleobj *)h)->owner = comm;
+}
+
+int
+n4p_window_check_owner(PyObject *mod, PyObject *win, void *comm, const char *name)
+{
+    if (Py_TYPE(win)->tp_hash != n4p_window_hash)
+        return 0;
+    void *owner = ((handleobj *)win)->owner;
+    if (owner == NULL || owner == comm)
+        return 0;
+    PyErr_Format(n4p_get_state(mod)->nccl_invalid,
+                 "%s was registered on communicator %p, not on communicator %p it is used "
+                 "with: a Window belongs to the communicator that registered it",
+                 name, owner, comm);
+    return -1;
 }
 
 int

@@ -120,6 +120,7 @@ module_clear(PyObject *mod)
     Py_CLEAR(st->str_cuda_stream);
     Py_CLEAR(st->str_lowpp);
     Py_CLEAR(st->str_config);
+    Py_CLEAR(st->str_comm);
     Py_CLEAR(st->dlpack_kwnames);
     Py_CLEAR(st->dlpack_max_version);
     for (int k = 0; k < N4P_S_COUNT; k++)

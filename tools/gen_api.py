@@ -432,11 +432,29 @@ def _gen_simple(e: Entry) -> list[str]:
         k = p.k
         out.append(f'    if ({k.conv}(a[{i}], "{p.pyname}", {k.cast}&v{i}) < 0)')
         out.append("        return NULL;")
+    for c in _owner_checks(e, {p.name: f"a[{i}]" for i, p in enumerate(e.params)}):
+        out.append(f"    if ({c} < 0)")
+        out.append("        return NULL;")
     callargs = ", ".join(f"({p.ctype})v{i}" if p.k.local != p.ctype else f"v{i}"
                          for i, p in enumerate(e.params))
     out += ["    ncclResult_t r;", "    Py_BEGIN_ALLOW_THREADS", f"    r = fn({callargs});",
             "    Py_END_ALLOW_THREADS", "    return n4p_status_none(mod, r);"]
     return out
+
+
+def _comm_index(e: Entry) -> int | None:
+    """The index of the communicator parameter, or None."""
+    return next((i for i, p in enumerate(e.params) if p.kind == "comm"), None)
+
+
+def _owner_checks(e: Entry, srcs: dict[str, str]) -> list[str]:
+    """The calls that refuse a Window object of another communicator than the
+    call's (handles.c); srcs: parameter name -> its Python argument."""
+    ci = _comm_index(e)
+    if ci is None:
+        return []
+    return [f'n4p_window_check_owner(mod, {srcs[p.name]}, (void *)v{ci}, "{p.pyname}")'
+            for p in e.params if p.kind == "win" and p.in_python]
 
 
 def _gen_prologue(e: Entry) -> list[str]:
@@ -590,14 +608,17 @@ def _gen_general(e: Entry) -> list[str]:
         out.append(f"    if (n4p_struct_for_library(mod, {p.k.struct}, {int(p.k.role == 'in')}, "
                    f"&v{i}, &t{i}) < 0)")
         out.append(f"        {fail};")
-    for c in late:
+    for c in late + _owner_checks(e, {p.name: f"a[{slot[p.name]}]" for p in pys}):
         out.append(f"    if ({c} < 0)")
         out.append(f"        {fail};")
+    ci = _comm_index(e)
     for i, hk in handles:
         out.append("    if (!given) {")
         out.append(f"        if ((h{i} = n4p_handle_new(st, {hk}, NULL)) == NULL)")
         out.append(f"            {fail};")
         out.append(f"        o{i} = n4p_handle_slot(h{i});")
+        if hk == "N4P_H_WINDOW" and ci is not None:
+            out.append(f"        n4p_handle_set_owner(h{i}, (void *)v{ci});")
         out.append("    }")
     # the call
     callargs = []

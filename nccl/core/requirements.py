@@ -14,7 +14,8 @@ from typing import Any
 
 from nccl import bindings as _b
 
-from .team import GinBarrierRequirement, LLA2ARequirement, LsaBarrierRequirement, TeamRequirement
+from .team import (GinBarrierRequirement, LLA2ARequirement, LsaBarrierRequirement,
+                   TeamRequirement, check_team)
 
 __all__ = ["NCCLDevCommRequirements"]
 
@@ -112,6 +113,8 @@ class _Chain:
 def build_requirements(comm: Any, req: Any) -> _Chain:
     """The requirements struct of req with its team and resource chains."""
     _post_init(req)  # fields may have been reassigned since construction
+    for r in (*req.teams, *req.resources):  # teams belong to the communicator that made them
+        check_team(getattr(r, "team", None), comm)
     chain = _Chain(req._to_lowpp())
     merged: dict = {}  # the same team once; multimem if any entry asks
     for t in req.teams:

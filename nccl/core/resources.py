@@ -17,9 +17,20 @@ from nccl._errors import NcclInvalid
 
 from .constants import WindowFlag
 from .devhandles import CftLeInfo, view_of
+from .team import check_team
 from .typing import NcclDataType
 
 __all__ = ["RegisteredBufferHandle", "RegisteredWindowHandle", "CustomRedOp", "DevCommResource"]
+
+
+def check_owner(owner: int, comm: int, what: str, made: str, kind: str) -> None:
+    """NcclInvalid unless a handle made by communicator ``owner`` (0: none
+    known) is used with that communicator: the library would look it up in
+    the tables of ``comm``."""
+    if owner and owner != comm:
+        raise NcclInvalid(f"{what} was {made} communicator {owner:#x}, not on communicator "
+                          f"{comm:#x} it is used with: {kind} belongs to the communicator that "
+                          "made it")
 
 
 class CommResource:
@@ -46,6 +57,12 @@ class CommResource:
             self._closed = True
             if os.getpid() == self._pid:  # never the parent's library state from a child
                 self._deallocate()
+
+    def _check_comm(self, comm: int, what: str) -> None:
+        """NcclInvalid unless used with the communicator that made it."""
+        check_owner(self._comm, int(comm), what,
+                    "registered on" if isinstance(self, RegisteredWindowHandle) else "created on",
+                    f"a {type(self).__name__}")
 
     def _forget(self) -> None:
         """Closed without a library call (its communicator was aborted)."""
@@ -131,6 +148,7 @@ class RegisteredWindowHandle(CommResource):
         return CftLeInfo(*_b.get_multimem_device_le_info(self.handle, offset))
 
     def get_cft_le_info(self, peer_cft: int, cft_team: Any, offset: int = 0) -> CftLeInfo:
+        check_team(cft_team, self._comm, "cft_team")
         return CftLeInfo(*_b.get_cft_device_le_info(self.handle, offset, peer_cft, cft_team))
 
     def get_peer_le_info(self, peer: int, offset: int = 0) -> CftLeInfo:
@@ -202,6 +220,7 @@ class DevCommResource(CommResource):
 
     def multimem_handle(self, team: Any) -> Any:
         """The multimem handle of a team its requirements asked multimem for."""
+        check_team(team, self._comm)
         handles = getattr(self._reqs, "multimem", {})
         if team not in handles:
             raise KeyError(f"no multimem handle for {team!r}; it was not requested with "

@@ -945,6 +945,7 @@ w_comm_window_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, P
         if ((h3 = n4p_handle_new(st, N4P_H_WINDOW, NULL)) == NULL)
             goto done;
         o3 = n4p_handle_slot(h3);
+        n4p_handle_set_owner(h3, (void *)v0);
     }
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -979,6 +980,8 @@ w_comm_window_deregister(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     if (n4p_arg_win(a[1], "win", (void **)&v1) < 0)
         return NULL;
+    if (n4p_window_check_owner(mod, a[1], (void *)v0, "win") < 0)
+        return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
     r = fn(v0, v1);
@@ -1006,6 +1009,8 @@ w_win_get_user_ptr(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObj
     if (n4p_arg_comm(a[0], "comm", (void **)&v0) < 0)
         return NULL;
     if (n4p_arg_win(a[1], "win", (void **)&v1) < 0)
+        return NULL;
+    if (n4p_window_check_owner(mod, a[1], (void *)v0, "win") < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
@@ -1575,6 +1580,8 @@ w_put_signal(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     if (n4p_arg_comm(a[9], "comm", (void **)&v9) < 0)
         return NULL;
     if (n4p_arg_ptr(a[10], "stream", (void **)&v10) < 0)
+        return NULL;
+    if (n4p_window_check_owner(mod, a[4], (void *)v9, "peer_win") < 0)
         return NULL;
     ncclResult_t r;
     Py_BEGIN_ALLOW_THREADS
