@@ -265,8 +265,10 @@ int n4p_arg_out_ptr(PyObject *o, const char *name, void **out);
  * kind without the module state. */
 typedef struct {
     PyObject_HEAD
-    void *handle;
-    void *owner; /* a Window: the communicator it was registered on (NULL: unknown) */
+    void **slot;     /* where the handle is: &own, or a cell of its own (handles.c) */
+    void *owner;     /* a Window: the communicator it was registered on (NULL: unknown) */
+    void *own;
+    int lent;        /* the library may still write the cell after the object is gone */
 } n4p_handleobj;
 Py_hash_t n4p_comm_hash(PyObject *self);
 Py_hash_t n4p_window_hash(PyObject *self);
@@ -280,7 +282,7 @@ n4p_arg_handle(PyObject *o, const char *name, enum n4p_handle_kind kind, void **
 {
     long long v;
     if (Py_TYPE(o)->tp_hash == (kind == N4P_H_COMM ? n4p_comm_hash : n4p_window_hash)) {
-        *out = ((n4p_handleobj *)o)->handle;
+        *out = *((n4p_handleobj *)o)->slot;
         return 0;
     }
     if (N4P_LIKELY(n4p_small_int(o, &v))) {
@@ -505,6 +507,12 @@ int n4p_init_pointer_box(PyObject *mod, n4p_state *st);
 int n4p_init_handles(PyObject *mod, n4p_state *st);
 /* A new handle object of the kind holding value. */
 PyObject *n4p_handle_new(n4p_state *st, enum n4p_handle_kind kind, void *value);
+/* A new handle object for a creating function: its slot (n4p_handle_slot) is
+ * a cell that outlives the object if the library may still write it ... */
+PyObject *n4p_handle_new_out(n4p_state *st, enum n4p_handle_kind kind);
+/* ... which the creating function tells once the call returned r: a
+ * non-blocking call in progress, or any call inside a group. */
+void n4p_handle_called(PyObject *h, ncclResult_t r);
 /* The slot of a handle object (any kind): the out-parameter for the library. */
 void **n4p_handle_slot(PyObject *o);
 /* Whether o is a handle object (Comm or Window, subclasses included). */

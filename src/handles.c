@@ -7,6 +7,16 @@
  * so a value the library writes later (a non-blocking init, a window
  * registered inside a group) shows up in `.handle`.
  *
+ * Such a slot may be written after the object is gone: a non-blocking init
+ * returns ncclInProgress and fills it from the library's own thread when it
+ * is done, whether or not anyone still holds the Comm.  So the objects of
+ * creating functions keep their slot in a cell of its own; when one is
+ * dropped while the library may still write its cell (the call returned
+ * ncclInProgress, or ran inside a group), the cell is not freed but kept on
+ * a list for the rest of the process (16 bytes each), and the library
+ * writes where it was told to, never into freed or reused memory.  Objects
+ * made from a value (Comm(5), comm_init_all) hold it in the object.
+ *
  * A Window also remembers the communicator its creating function was given
  * (`owner`): a function that takes a communicator and a Window object of
  * another one refuses it (NcclInvalid) before the library looks the window
@@ -21,7 +31,27 @@
  */
 #include "bindings.h"
 
+#include <stdatomic.h>
+
 typedef n4p_handleobj handleobj; /* bindings.h: the converters read the slot inline */
+
+/* A slot of its own; `value` first, so the slot's address is the cell's. */
+typedef struct cell {
+    void *value;
+    struct cell *next;
+} cell;
+
+/* Cells the library may still write, of objects that are gone. */
+static _Atomic(cell *) orphans;
+
+static void
+keep_orphan(cell *c)
+{
+    cell *head = atomic_load(&orphans);
+    do
+        c->next = head;
+    while (!atomic_compare_exchange_weak(&orphans, &head, c));
+}
 
 static int
 h_init(handleobj *self, PyObject *args, PyObject *kwds)
@@ -33,15 +63,34 @@ h_init(handleobj *self, PyObject *args, PyObject *kwds)
     void *p = NULL;
     if (v != NULL && n4p_arg_ptr(v, "handle", &p) < 0)
         return -1;
-    self->handle = p;
+    if (self->slot != &self->own) { /* __init__ again on an object with a cell */
+        *self->slot = p;
+        return 0;
+    }
+    self->own = p;
     self->owner = NULL;
     return 0;
+}
+
+static PyObject *
+h_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
+{
+    PyObject *o = PyType_GenericNew(tp, args, kwds);
+    if (o != NULL)
+        ((handleobj *)o)->slot = &((handleobj *)o)->own;
+    return o;
 }
 
 static void
 h_dealloc(handleobj *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
+    if (self->slot != NULL && self->slot != &self->own) {
+        if (self->lent)
+            keep_orphan((cell *)self->slot);
+        else
+            PyMem_RawFree(self->slot);
+    }
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -50,7 +99,7 @@ h_dealloc(handleobj *self)
 static PyObject *
 h_int(handleobj *self)
 {
-    return PyLong_FromSsize_t((Py_ssize_t)(intptr_t)self->handle);
+    return PyLong_FromSsize_t((Py_ssize_t)(intptr_t)*self->slot);
 }
 
 static PyObject *
@@ -62,20 +111,20 @@ h_get_handle(handleobj *self, void *Py_UNUSED(c))
 static PyObject *
 h_get_slot(handleobj *self, void *Py_UNUSED(c))
 {
-    return PyLong_FromVoidPtr(&self->handle);
+    return PyLong_FromVoidPtr(self->slot);
 }
 
 static int
 h_bool(handleobj *self)
 {
-    return self->handle != NULL;
+    return *self->slot != NULL;
 }
 
 static PyObject *
 h_repr(handleobj *self)
 {
     return PyUnicode_FromFormat("<%s handle=%p object at %p>", Py_TYPE(self)->tp_name,
-                                self->handle, (void *)self);
+                                *self->slot, (void *)self);
 }
 
 static Py_hash_t
@@ -226,7 +275,7 @@ static PyMethodDef h_methods[] = {
 
 #define HANDLE_SLOTS(doc, hash)                                                                \
     {                                                                                          \
-        {Py_tp_doc, (void *)(doc)}, {Py_tp_new, PyType_GenericNew}, {Py_tp_init, h_init},      \
+        {Py_tp_doc, (void *)(doc)}, {Py_tp_new, h_new}, {Py_tp_init, h_init},      \
             {Py_tp_dealloc, h_dealloc}, {Py_tp_getset, h_getset},                              \
             {Py_tp_methods, h_methods}, {Py_tp_repr, h_repr}, {Py_tp_hash, (void *)(hash)},    \
             {Py_tp_richcompare, h_richcompare}, {Py_nb_int, h_int}, {Py_nb_index, h_int},      \
@@ -261,7 +310,7 @@ static PyType_Spec handle_specs[N4P_H_COUNT] = {
 void **
 n4p_handle_slot(PyObject *o)
 {
-    return &((handleobj *)o)->handle;
+    return ((handleobj *)o)->slot;
 }
 
 PyObject *
@@ -270,10 +319,35 @@ n4p_handle_new(n4p_state *st, enum n4p_handle_kind kind, void *value)
     PyTypeObject *tp = st->handle_types[kind];
     PyObject *o = tp->tp_alloc(tp, 0);
     if (o != NULL) {
-        ((handleobj *)o)->handle = value;
-        ((handleobj *)o)->owner = NULL;
+        handleobj *h = (handleobj *)o;
+        h->own = value;
+        h->slot = &h->own;
+        h->owner = NULL;
+        h->lent = 0;
     }
     return o;
+}
+
+PyObject *
+n4p_handle_new_out(n4p_state *st, enum n4p_handle_kind kind)
+{
+    cell *c = PyMem_RawCalloc(1, sizeof(cell));
+    if (c == NULL)
+        return PyErr_NoMemory();
+    PyObject *o = n4p_handle_new(st, kind, NULL);
+    if (o == NULL) {
+        PyMem_RawFree(c);
+        return NULL;
+    }
+    ((handleobj *)o)->slot = &c->value;
+    return o;
+}
+
+void
+n4p_handle_called(PyObject *h, ncclResult_t r)
+{
+    if (r == ncclInProgress || n4p_group_depth() > 0)
+        ((handleobj *)h)->lent = 1;
 }
 
 void

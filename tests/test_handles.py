@@ -65,3 +65,108 @@ def test_accepted_where_an_int_handle_is(recording_stub):
     bindings.comm_abort(0x5678)
     assert recording_stub.nccl4pyStubLastCall().decode() == with_object
     assert "0x5678" in with_object
+
+
+# ------------------------------------------- slots the library writes later
+
+LATE_WRITER = r"""
+#include <pthread.h>
+#include <time.h>
+
+int nanosleep(const struct timespec *req, struct timespec *rem); /* POSIX, hidden by -std=c11 */
+
+static void *volatile late_slot;
+static volatile int late_state; /* 0: nothing asked, 1: writing soon, 2: written */
+
+static void *
+late_write(void *arg)
+{
+    (void)arg;
+    while (late_state != 3) { /* the test says when (after it dropped the handle) */
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    *(void **)late_slot = (void *)0x5EED5EED;
+    late_state = 2;
+    return NULL;
+}
+
+/* A non-blocking init that fills *comm later, from another thread, as NCCL's
+ * does with config.blocking = 0 (test library, never a backend). */
+EXPORT ncclResult_t
+ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
+                       ncclConfig_t *config)
+{
+    (void)nranks; (void)id; (void)rank; (void)config;
+    pthread_t t;
+    late_slot = comm;
+    late_state = 1;
+    if (pthread_create(&t, NULL, late_write, NULL) != 0)
+        return ncclSystemError;
+    pthread_detach(t);
+    return ncclInProgress;
+}
+
+EXPORT void nccl4pyTestWriteNow(void) { late_state = 3; }
+EXPORT int nccl4pyTestWritten(void) { return late_state == 2; }
+"""
+
+DROP_PENDING = r"""
+import ctypes, gc, os, sys, time
+import nccl.bindings as b
+
+lib = ctypes.CDLL(os.environ["NCCL_LIBRARY"])
+cfg = b.Config()
+cfg.blocking = 0
+h = b.comm_init_rank_config(2, bytes(128), 0, cfg)  # returns at once: ncclInProgress
+assert isinstance(h, b.Comm) and h.handle == 0
+old = id(h)
+del h
+gc.collect()
+keep, reused = [], None
+for _ in range(100000):  # the freed object's memory, taken by a new handle object
+    o = b.Comm()
+    keep.append(o)
+    if id(o) == old:
+        reused = o
+        break
+lib.nccl4pyTestWriteNow()  # now the library fills the slot it was given
+deadline = time.time() + 30
+while not lib.nccl4pyTestWritten() and time.time() < deadline:
+    time.sleep(0.001)
+assert lib.nccl4pyTestWritten()
+bad = [hex(o.handle) for o in keep if o.handle]
+print("reused" if reused is not None else "not reused", bad)
+sys.exit(1 if bad else 0)
+"""
+
+
+def test_dropped_pending_handle_is_never_written_behind_its_back(stub_dir, tmp_path):
+    """A Comm returned by a non-blocking init and dropped before the library
+    fills its slot: the library writes later, and must not write into the
+    memory of whatever object lives there now (nor into freed memory: under
+    ASan with PYTHONMALLOC=malloc this would be a heap-use-after-free)."""
+    import os
+    import subprocess
+    import sys
+
+    import gen_api
+    from conftest import ROOT, cc, clean_env
+
+    sanitized = bool(os.environ.get("NCCL4PY_SANITIZED_TREE"))
+    src = tmp_path / "late_writer.c"
+    src.write_text(gen_api.gen_stub_c(gen_api.parse_table(), noop=False) + LATE_WRITER)
+    lib = tmp_path / "liblate_writer.so"
+    # under tools/sanitize.sh the library's late write is instrumented too, and
+    # every Python object is malloc'd: a write into a freed object is reported
+    subprocess.run([cc(), "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+                    f"-I{ROOT / 'src'}", "-DSTUB_OMIT_ncclCommInitRankConfig", "-o", str(lib),
+                    str(src)] + (["-fsanitize=address"] if sanitized else []), check=True)
+    env = clean_env(NCCL_LIBRARY=str(lib))
+    if sanitized:
+        env["PYTHONMALLOC"] = "malloc"
+    p = subprocess.run([sys.executable, "-c", DROP_PENDING], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    if not sanitized:
+        assert p.stdout.startswith("reused"), p.stdout  # the case the check is about

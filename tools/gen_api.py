@@ -614,7 +614,7 @@ def _gen_general(e: Entry) -> list[str]:
     ci = _comm_index(e)
     for i, hk in handles:
         out.append("    if (!given) {")
-        out.append(f"        if ((h{i} = n4p_handle_new(st, {hk}, NULL)) == NULL)")
+        out.append(f"        if ((h{i} = n4p_handle_new_out(st, {hk})) == NULL)")
         out.append(f"            {fail};")
         out.append(f"        o{i} = n4p_handle_slot(h{i});")
         if hk == "N4P_H_WINDOW" and ci is not None:
@@ -660,6 +660,9 @@ def _gen_general(e: Entry) -> list[str]:
         return out
     out += ["    ncclResult_t r;", "    Py_BEGIN_ALLOW_THREADS", f"    r = {call};",
             "    Py_END_ALLOW_THREADS"]
+    for i, _ in handles:  # may the library write the slot later?
+        out.append(f"    if (h{i} != NULL)")
+        out.append(f"        n4p_handle_called(h{i}, r);")
     for i, p in stamps:
         if p.k.role == "out":
             out.append(f"    if (v{i} != p{i} && !n4p_status_failed(r))")

@@ -189,7 +189,7 @@ w_comm_init_rank(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (n4p_arg_int(a[3], "rank", &v3) < 0)
         goto done;
     if (!given) {
-        if ((h0 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+        if ((h0 = n4p_handle_new_out(st, N4P_H_COMM)) == NULL)
             goto done;
         o0 = n4p_handle_slot(h0);
     }
@@ -197,6 +197,8 @@ w_comm_init_rank(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     Py_BEGIN_ALLOW_THREADS
     r = fn((ncclComm_t*)o0, v1, v2, v3);
     Py_END_ALLOW_THREADS
+    if (h0 != NULL)
+        n4p_handle_called(h0, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -239,7 +241,7 @@ w_comm_init_rank_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     if (n4p_struct_for_library(mod, N4P_S_CONFIG, 1, &v4, &t4) < 0)
         goto done;
     if (!given) {
-        if ((h0 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+        if ((h0 = n4p_handle_new_out(st, N4P_H_COMM)) == NULL)
             goto done;
         o0 = n4p_handle_slot(h0);
     }
@@ -247,6 +249,8 @@ w_comm_init_rank_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     Py_BEGIN_ALLOW_THREADS
     r = fn((ncclComm_t*)o0, v1, v2, v3, (ncclConfig_t*)v4);
     Py_END_ALLOW_THREADS
+    if (h0 != NULL)
+        n4p_handle_called(h0, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -292,7 +296,7 @@ w_comm_init_rank_scalable(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     if (n4p_arg_items(st, a[4], "comm_ids", v3, "n_id", sizeof(ncclUniqueId), -1, &v4) < 0)
         goto done;
     if (!given) {
-        if ((h0 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+        if ((h0 = n4p_handle_new_out(st, N4P_H_COMM)) == NULL)
             goto done;
         o0 = n4p_handle_slot(h0);
     }
@@ -300,6 +304,8 @@ w_comm_init_rank_scalable(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     Py_BEGIN_ALLOW_THREADS
     r = fn((ncclComm_t*)o0, v1, v2, v3, (ncclUniqueId*)v4.ptr, (ncclConfig_t*)v5);
     Py_END_ALLOW_THREADS
+    if (h0 != NULL)
+        n4p_handle_called(h0, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -442,7 +448,7 @@ w_comm_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     if (n4p_struct_for_library(mod, N4P_S_CONFIG, 1, &v4, &t4) < 0)
         goto done;
     if (!given) {
-        if ((h3 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+        if ((h3 = n4p_handle_new_out(st, N4P_H_COMM)) == NULL)
             goto done;
         o3 = n4p_handle_slot(h3);
     }
@@ -450,6 +456,8 @@ w_comm_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     Py_BEGIN_ALLOW_THREADS
     r = fn(v0, v1, v2, (ncclComm_t*)o3, (ncclConfig_t*)v4);
     Py_END_ALLOW_THREADS
+    if (h3 != NULL)
+        n4p_handle_called(h3, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -495,7 +503,7 @@ w_comm_shrink(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     if (n4p_arg_int_array_n(a[1], "exclude_ranks_list", v2, "exclude_ranks_count", &v1) < 0)
         goto done;
     if (!given) {
-        if ((h3 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+        if ((h3 = n4p_handle_new_out(st, N4P_H_COMM)) == NULL)
             goto done;
         o3 = n4p_handle_slot(h3);
     }
@@ -503,6 +511,8 @@ w_comm_shrink(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     Py_BEGIN_ALLOW_THREADS
     r = fn(v0, (int*)v1.ptr, v2, (ncclComm_t*)o3, (ncclConfig_t*)v4, v5);
     Py_END_ALLOW_THREADS
+    if (h3 != NULL)
+        n4p_handle_called(h3, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -596,7 +606,7 @@ w_comm_grow(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     if (n4p_struct_for_library(mod, N4P_S_CONFIG, 1, &v5, &t5) < 0)
         goto done;
     if (!given) {
-        if ((h4 = n4p_handle_new(st, N4P_H_COMM, NULL)) == NULL)
+        if ((h4 = n4p_handle_new_out(st, N4P_H_COMM)) == NULL)
             goto done;
         o4 = n4p_handle_slot(h4);
     }
@@ -604,6 +614,8 @@ w_comm_grow(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     Py_BEGIN_ALLOW_THREADS
     r = fn(v0, v1, v2, v3, (ncclComm_t*)o4, (ncclConfig_t*)v5);
     Py_END_ALLOW_THREADS
+    if (h4 != NULL)
+        n4p_handle_called(h4, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -942,7 +954,7 @@ w_comm_window_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, P
     if (n4p_arg_int(a[4], "win_flags", &v4) < 0)
         goto done;
     if (!given) {
-        if ((h3 = n4p_handle_new(st, N4P_H_WINDOW, NULL)) == NULL)
+        if ((h3 = n4p_handle_new_out(st, N4P_H_WINDOW)) == NULL)
             goto done;
         o3 = n4p_handle_slot(h3);
         n4p_handle_set_owner(h3, (void *)v0);
@@ -951,6 +963,8 @@ w_comm_window_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, P
     Py_BEGIN_ALLOW_THREADS
     r = fn(v0, v1, v2, (ncclWindow_t*)o3, v4);
     Py_END_ALLOW_THREADS
+    if (h3 != NULL)
+        n4p_handle_called(h3, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
