@@ -414,8 +414,14 @@ typedef struct {
     PyObject *ref;    /* strong reference held until release */
 } n4p_buffer;
 
-/* Resolve `obj` given for argument `name` (used in error messages).  With
- * `writable`, the library writes into it: read-only memory is refused.
+/* n4p_buffer_resolve's flags: the library writes into the buffer (read-only
+ * memory, and tensors autograd tracks, are refused); the same object was
+ * resolved for this call already (what only depends on the object, torch's
+ * view bits, is not asked again). */
+enum { N4P_BUF_WRITABLE = 1, N4P_BUF_AGAIN = 2 };
+
+/* Resolve `obj` given for argument `name` (used in error messages), with
+ * N4P_BUF_* flags.
  * Accepts DLPack producers (C exchange API, __dlpack__ versioned/legacy),
  * the buffer protocol, __array_interface__ (ml_dtypes arrays),
  * __cuda_array_interface__ v3, and explicit specs (buf, count),
@@ -424,7 +430,7 @@ typedef struct {
  * dtypes, read-only receive buffers -> NcclInvalid; an object with no
  * protocol -> TypeError.  Returns 0, or -1 with an exception set and nothing
  * to release. */
-int n4p_buffer_resolve(PyObject *mod, PyObject *obj, const char *name, int writable,
+int n4p_buffer_resolve(PyObject *mod, PyObject *obj, const char *name, int flags,
                        n4p_buffer *out);
 void n4p_buffer_release(n4p_buffer *b);
 

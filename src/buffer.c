@@ -120,6 +120,7 @@ typedef struct {
     n4p_state *st;
     const char *name;
     int writable;
+    int again;     /* N4P_BUF_AGAIN: the object's own meaning was checked */
     int any_dtype; /* an explicit dtype follows: accept any element type */
 } ctx_t;
 
@@ -1151,6 +1152,8 @@ check_torch(const ctx_t *c, PyObject *obj)
                                "in under torch.no_grad(), or pass x.detach() to write its "
                                "memory on purpose",
                                c->name);
+    if (c->again)
+        return 0; /* the view bits were checked for this call's other buffer */
     if ((r = torch_bit(st->torch_is_neg, obj)) != 0)
         return r < 0 ? -1
                      : invalid(c,
@@ -1466,10 +1469,10 @@ resolve_spec(const ctx_t *c, PyObject *spec, n4p_buffer *out)
 /* ------------------------------------------------------------ public API */
 
 int
-n4p_buffer_resolve(PyObject *mod, PyObject *obj, const char *name, int writable,
-                   n4p_buffer *out)
+n4p_buffer_resolve(PyObject *mod, PyObject *obj, const char *name, int flags, n4p_buffer *out)
 {
-    ctx_t c = {n4p_get_state(mod), name, writable, 0};
+    ctx_t c = {n4p_get_state(mod), name, (flags & N4P_BUF_WRITABLE) != 0,
+               (flags & N4P_BUF_AGAIN) != 0, 0};
     init_out(out);
     if (PyTuple_Check(obj))
         return resolve_spec(&c, obj, out);
@@ -1516,7 +1519,7 @@ n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
     if (writable < 0 || keep < 0)
         return NULL;
     n4p_buffer b;
-    if (n4p_buffer_resolve(mod, a[0], name, writable, &b) < 0)
+    if (n4p_buffer_resolve(mod, a[0], name, writable ? N4P_BUF_WRITABLE : 0, &b) < 0)
         return NULL;
     PyObject *r = PyTuple_New(6);
     if (r != NULL) {

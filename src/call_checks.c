@@ -58,9 +58,15 @@ check_device(PyObject *mod, commobj *self, const n4p_buffer *b, const char *name
 static inline int
 resolve(PyObject *mod, commobj *self, n4p_job *j, int which, int role)
 {
+    static const int role_of[NBUF] = {[B_SEND] = A_SEND, [B_RECV] = A_RECV, [B_BIAS] = A_BIAS};
     n4p_buffer *b = &j->buf[which];
     const char *name = n4p_coll_keywords[role];
-    if (n4p_buffer_resolve(mod, j->args[j->at[role]], name, which == B_RECV, b) < 0)
+    PyObject *obj = j->args[j->at[role]];
+    int flags = which == B_RECV ? N4P_BUF_WRITABLE : 0;
+    for (int k = 0; k < NBUF; k++) /* in place: the same object as another buffer */
+        if (j->resolved & 1u << k && j->args[j->at[role_of[k]]] == obj)
+            flags |= N4P_BUF_AGAIN;
+    if (n4p_buffer_resolve(mod, obj, name, flags, b) < 0)
         return -1;
     j->resolved |= 1u << which;
     if (check_device(mod, self, b, name) < 0)

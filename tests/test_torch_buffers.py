@@ -122,6 +122,11 @@ def test_the_communicator_refuses_before_the_library_is_called(stub):
         comm.allreduce(torch._neg_view(x), y, nc.SUM)
     with pytest.raises(NcclInvalid, match=f"^recvbuf {NEG}"):
         comm.allreduce(x, torch._neg_view(y), nc.SUM)
+    n = torch._neg_view(y)
+    with pytest.raises(NcclInvalid, match=f"^sendbuf {NEG}"):
+        comm.allreduce(n, n, nc.SUM)  # in place: asked once, refused
+    with pytest.raises(NcclInvalid, match=f"^recvbuf {NEG}"):
+        comm.broadcast(n, n, 0)  # the receive buffer is resolved first here
     g = torch.zeros(4, requires_grad=True)
     with pytest.raises(NcclInvalid, match=f"^recvbuf {GRAD}"):
         comm.allreduce(x, g, nc.SUM)
