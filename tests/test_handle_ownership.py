@@ -93,6 +93,20 @@ def test_window_queries_with_a_team_of_another_communicator(comms):
     win.get_cft_le_info(0, other.team_cft())
 
 
+def test_multimem_handle_of_another_communicator(comms):
+    a, other = comms
+    team = a.team_world
+    dev = a.create_dev_comm(nc.NCCLDevCommRequirements(
+        teams=[nc.TeamRequirement(team, multimem=True)]))
+    mm = dev.multimem_handle(team)
+    with pytest.raises(NcclInvalid, match="multimem was made by communicator") as e:
+        other.register_window(np.zeros(16, np.float32)).get_multimem_device_pointer(mm)
+    names_both(e)
+    a.register_window(np.zeros(16, np.float32)).get_multimem_device_pointer(mm)
+    with pytest.raises(NcclInvalid, match="team was made by communicator"):
+        dev.multimem_handle(other.team_world)
+
+
 def test_low_level_window_objects_remember_their_communicator(stub):
     buf = np.zeros(16, np.float32)
     for comm in (COMM, b.Comm(COMM)):

@@ -14,6 +14,7 @@ class _View:
 
     _fields: tuple[tuple[str, str], ...] = ()  # (attribute, struct field)
     _lowpp: Any
+    _comm = 0  # the communicator whose device communicator filled it (0: unknown)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(f"{type(self).__name__} objects are returned by NCCL APIs")
@@ -62,9 +63,11 @@ _VIEWS: dict[str, Any] = {"MultimemHandle": MultimemHandle, "LsaBarrierHandle": 
           "GinBarrierHandle": GinBarrierHandle, "LLA2AHandle": LLA2AHandle}
 
 
-def view_of(lowpp: Any) -> Any:
-    """The view class of a bindings handle struct."""
-    return _VIEWS[type(lowpp).__name__]._from_lowpp(lowpp)
+def view_of(lowpp: Any, comm: int = 0) -> Any:
+    """The view class of a bindings handle struct, filled for communicator comm."""
+    view = _VIEWS[type(lowpp).__name__]._from_lowpp(lowpp)
+    view._comm = int(comm)
+    return view
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,7 +141,9 @@ class RegisteredWindowHandle(CommResource):
 
     def get_multimem_device_pointer(self, multimem: Any, offset: int = 0) -> int | None:
         """The multicast address of offset for the team of ``multimem`` (a
-        MultimemHandle of a device communicator)."""
+        MultimemHandle of a device communicator of this window's communicator)."""
+        check_owner(getattr(multimem, "_comm", 0), self._comm, "multimem", "made by",
+                    "a MultimemHandle")
         return _b.get_multimem_device_pointer(self.handle, offset, multimem._lowpp) or None
 
     def get_multimem_le_info(self, offset: int = 0) -> CftLeInfo:
@@ -216,7 +218,7 @@ class DevCommResource(CommResource):
     @property
     def resource_handles(self) -> tuple:
         """The handles of ``requirements.resources``, in their order."""
-        return tuple(view_of(h) for h in getattr(self._reqs, "handles", ()))
+        return tuple(view_of(h, self._comm) for h in getattr(self._reqs, "handles", ()))
 
     def multimem_handle(self, team: Any) -> Any:
         """The multimem handle of a team its requirements asked multimem for."""
@@ -225,7 +227,7 @@ class DevCommResource(CommResource):
         if team not in handles:
             raise KeyError(f"no multimem handle for {team!r}; it was not requested with "
                            "multimem=True in this device communicator's requirements")
-        return view_of(handles[team])
+        return view_of(handles[team], self._comm)
 
     @property
     def dev_comm(self):
