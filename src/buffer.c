@@ -366,7 +366,7 @@ format_dtype(const char *fmt, size_t itemsize)
 #define IMPLIES(code, size) return itemsize == (size) ? by_code[code][size] - 1 : -1
     if (fmt == NULL)
         return itemsize == 1 ? ncclUint8 : -1;
-    if (strchr("@=<>!", fmt[0]) != NULL && fmt[0] != '\0')
+    if (fmt[0] == '@' || fmt[0] == '=' || fmt[0] == '<' || fmt[0] == '>' || fmt[0] == '!')
         fmt++;
     if (fmt[0] == '\0' || fmt[1] != '\0')
         return -1;
@@ -442,7 +442,9 @@ from_buffer(const ctx_t *c, PyObject *obj, n4p_buffer *out)
         if (check_row_major(c, nd, shape, strides, (size_t)v->len, v->itemsize, "bytes") < 0)
             goto fail;
     }
-    if (v->format != NULL && format_foreign(v->format, itemsize)) {
+    /* a one-letter format (NumPy's for native arrays) has no byte-order mark */
+    if (v->format != NULL && v->format[0] != '\0' && v->format[1] != '\0' &&
+        format_foreign(v->format, itemsize)) {
         char desc[96];
         PyOS_snprintf(desc, sizeof(desc), "buffer format '%.60s'", v->format);
         err_byte_order(c, desc);
@@ -1102,16 +1104,25 @@ torch_accessors(n4p_state *st, PyTypeObject *base)
     return 0;
 }
 
-/* A tensor's bit through a method descriptor: 1, 0 or -1 on error. */
+/* A tensor's bit through a method descriptor: 1, 0 or -1 on error.  obj is
+ * an instance of the descriptor's class (torch's base is in its MRO), so a
+ * plain no-argument C method is called directly (the descriptor's own
+ * checks would only repeat that). */
 static int
 torch_bit(PyObject *method, PyObject *obj)
 {
     if (method == Py_None)
         return 0;
-    PyObject *v = PyObject_Vectorcall(method, &obj, 1, NULL);
+    PyObject *v;
+    PyMethodDef *def = Py_IS_TYPE(method, &PyMethodDescr_Type)
+                           ? ((PyMethodDescrObject *)method)->d_method : NULL;
+    if (def != NULL && def->ml_flags == METH_NOARGS)
+        v = def->ml_meth(obj, NULL);
+    else
+        v = PyObject_Vectorcall(method, &obj, 1, NULL);
     if (v == NULL)
         return -1;
-    int r = PyObject_IsTrue(v);
+    int r = v == Py_True ? 1 : v == Py_False ? 0 : PyObject_IsTrue(v);
     Py_DECREF(v);
     return r;
 }
@@ -1122,10 +1133,16 @@ torch_requires_grad(n4p_state *st, PyObject *obj)
     PyObject *d = st->torch_requires_grad;
     if (d == Py_None)
         return 0;
-    PyObject *v = Py_TYPE(d)->tp_descr_get(d, obj, (PyObject *)Py_TYPE(obj));
+    PyObject *v;
+    if (Py_IS_TYPE(d, &PyGetSetDescr_Type)) { /* the C getter itself, as above */
+        PyGetSetDef *gs = ((PyGetSetDescrObject *)d)->d_getset;
+        v = gs->get(obj, gs->closure);
+    }
+    else
+        v = Py_TYPE(d)->tp_descr_get(d, obj, (PyObject *)Py_TYPE(obj));
     if (v == NULL)
         return -1;
-    int r = PyObject_IsTrue(v);
+    int r = v == Py_True ? 1 : v == Py_False ? 0 : PyObject_IsTrue(v);
     Py_DECREF(v);
     return r;
 }
