@@ -6,17 +6,13 @@
  * checks all of them when a communicator is created (the only place they
  * are read), so a bad value is an ncclInvalidArgument whose message names
  * the variable and the accepted range, never a misbehaviour later.  An unset
- * or empty variable takes its default.
- *
- * NCCL_DEBUG belongs to NCCL: as NCCL does, an unknown value is ignored
- * (with one warning line) rather than failing; it is read once per process,
- * on first use, since errors may be reported before any communicator exists.
+ * or empty variable takes its default.  (NCCL_DEBUG, which belongs to NCCL,
+ * is log.c's.)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
 #endif
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,29 +247,4 @@ void n4p_env_describe(size_t i, n4p_env_param *p)
 ncclResult_t n4p_env_read(size_t i, double *val, bool *from_env)
 {
     return read_one(&vars[i], val, from_env);
-}
-
-/* ---------------------------------------------------------- NCCL_DEBUG -- */
-
-static const char *const levels[] = {"VERSION", "WARN", "INFO", "ABORT", "TRACE"};
-static int debug_level;
-static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
-
-static void debug_init(void)
-{
-    const char *s = getenv("NCCL_DEBUG");
-    if (s == NULL || *s == '\0')
-        return;
-    for (int i = 0; i < (int)(sizeof levels / sizeof levels[0]); i++)
-        if (word_is(s, strlen(s), levels[i])) {
-            debug_level = N4P_LOG_VERSION + i;
-            return;
-        }
-    n4p_say("NCCL_DEBUG=%.64s is not one of VERSION, WARN, INFO, ABORT, TRACE; ignored", s);
-}
-
-int n4p_debug_level(void)
-{
-    pthread_once(&debug_once, debug_init);
-    return debug_level;
 }

@@ -333,7 +333,6 @@ typedef struct {
 
 /* env.c */
 ncclResult_t n4p_settings_load(n4p_settings *s);
-int n4p_debug_level(void);
 /* The variables of the table, for the parameter API (params.c). */
 #define N4P_ENV_DESCLEN 224
 typedef struct {
@@ -348,6 +347,7 @@ void n4p_env_describe(size_t i, n4p_env_param *p);
 ncclResult_t n4p_env_read(size_t i, double *val, bool *from_env);
 
 /* log.c */
+int n4p_debug_level(void); /* NCCL_DEBUG, read once per process */
 void n4p_say(const char *fmt, ...) N4P_PRINTF(1, 2);
 void n4p_log(int level, ncclComm_t comm, const char *fmt, ...) N4P_PRINTF(3, 4);
 void n4p_log_version(void);

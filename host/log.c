@@ -9,6 +9,10 @@
  * The version line ("NCCL version X.Y.Z+nccl4py.host") comes once per
  * process, at the first communicator, from level VERSION up.  (NCCL writes
  * to stdout by default; stderr keeps a program's own output clean.)
+ *
+ * NCCL_DEBUG belongs to NCCL: as NCCL does, an unknown value is ignored
+ * (with one warning line) rather than failing; it is read once per process,
+ * on first use, since errors may be reported before any communicator exists.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
@@ -16,6 +20,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -57,6 +62,46 @@ void n4p_say(const char *fmt, ...)
     va_end(ap);
     put_line(buf, (size_t)n + (m > 0 ? (size_t)m : 0));
 }
+
+/* ---------------------------------------------------------- NCCL_DEBUG -- */
+
+static const char *const levels[] = {"VERSION", "WARN", "INFO", "ABORT", "TRACE"};
+static int debug_level;
+static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+
+/* Does s equal the upper-case word `upper`, ignoring ASCII case (never the
+ * locale's)? */
+static bool word_is(const char *s, const char *upper)
+{
+    size_t i = 0;
+    for (; s[i] != '\0' && upper[i] != '\0'; i++) {
+        char c = s[i] >= 'a' && s[i] <= 'z' ? (char)(s[i] - 'a' + 'A') : s[i];
+        if (c != upper[i])
+            return false;
+    }
+    return s[i] == '\0' && upper[i] == '\0';
+}
+
+static void debug_init(void)
+{
+    const char *s = getenv("NCCL_DEBUG");
+    if (s == NULL || *s == '\0')
+        return;
+    for (int i = 0; i < (int)(sizeof levels / sizeof levels[0]); i++)
+        if (word_is(s, levels[i])) {
+            debug_level = N4P_LOG_VERSION + i;
+            return;
+        }
+    n4p_say("NCCL_DEBUG=%.64s is not one of VERSION, WARN, INFO, ABORT, TRACE; ignored", s);
+}
+
+int n4p_debug_level(void)
+{
+    pthread_once(&debug_once, debug_init);
+    return debug_level;
+}
+
+/* ------------------------------------------------------------- lines -- */
 
 static void version_line(void)
 {
