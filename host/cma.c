@@ -224,8 +224,7 @@ int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *se
 /* The kernel copies a process_vm_readv with the CPU's string copy, which
  * some CPUs (AMD Zen 3, for one) run at a third to a tenth of its speed
  * when the destination lies a few bytes after the source modulo 4 KiB
- * (copy.c; 16 and 24 bytes were slow on the machine of bench/README.md,
- * 32-56 not; the test takes 1-63).  A broadcast's reads and writes at such
+ * (n4p_slow_distance, copy.c).  A broadcast's reads and writes at such
  * a distance go through a bounce buffer placed at the source's offset
  * within a page, and from there through n4p_copy, whose speed does not
  * depend on alignment: a second copy, but of data in the cache.  An
@@ -233,12 +232,6 @@ int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *se
  * (direct.c). */
 #define BOUNCE_BYTES (256u << 10)
 #define PAGE_MASK_4K 4095u
-
-bool n4p_cma_slow(uint64_t dst, uint64_t src)
-{
-    uint64_t d = (dst - src) & PAGE_MASK_4K;
-    return d > 0 && d < 64;
-}
 
 static ncclResult_t alloc_bounce(ncclComm_t c)
 {
@@ -285,7 +278,7 @@ static ncclResult_t transfer(ncclComm_t c, int peer, char *local, uint64_t remot
                              bool write, bool stream)
 {
     const uint64_t here = (uint64_t)(uintptr_t)local;
-    const bool bounce = n > 0 && (write ? n4p_cma_slow(remote, here) : n4p_cma_slow(here, remote));
+    const bool bounce = n > 0 && (write ? n4p_slow_distance(remote, here) : n4p_slow_distance(here, remote));
     if (bounce && alloc_bounce(c) != ncclSuccess)
         return ncclSystemError;
     while (n > 0) {

@@ -420,7 +420,7 @@ ncclResult_t n4p_exec_coll(n4p_op *o)
     switch (o->kind) {
     case N4P_K_INIT_WAIT:
         c->cur_op = c->init_op;
-        rc = n4p_wait_joined(c);
+        rc = n4p_comm_join(c);
         if (rc != ncclSuccess)
             n4p_comm_failed(c, rc);
         c->cur_op = NULL;

@@ -88,77 +88,6 @@ ncclResult_t n4p_check_config(const ncclConfig_t *config)
     return ncclSuccess;
 }
 
-static void comm_free(ncclComm_t comm)
-{
-    n4p_seg_unlink(comm);
-    n4p_seg_detach(comm);
-    n4p_reg *r = comm->regs;
-    while (r != NULL) {
-        n4p_reg *next = r->next;
-        r->magic = 0;
-        free(r->window ? (void *)(struct ncclWindow_vidmem *)r : (void *)r);
-        r = next;
-    }
-    free(comm->ops);
-    free(comm->srcs);
-    free(comm->pids);
-    free(comm->ring_ready);
-    free(comm->bounce);
-    pthread_mutex_destroy(&comm->lock);
-    comm->magic = N4P_COMM_DEAD;
-    free(comm);
-}
-
-ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id,
-                             int rank, int device, bool wait, const char *op)
-{
-    if (out == NULL)
-        return n4p_fail(NULL, ncclInvalidArgument, "comm pointer is NULL");
-    if (nranks < 1)
-        return n4p_fail(NULL, ncclInvalidArgument, "nranks %d is less than 1",
-                        nranks);
-    if (rank < 0 || rank >= nranks)
-        return n4p_fail(NULL, ncclInvalidArgument,
-                        "rank %d is out of range for %d ranks", rank, nranks);
-    if (id == NULL || !n4p_id_valid(id))
-        return n4p_fail(NULL, ncclInvalidArgument,
-                        "the unique id was not made by this backend's "
-                        "ncclGetUniqueId");
-    n4p_settings env;
-    ncclResult_t rc = n4p_settings_load(&env);
-    if (rc != ncclSuccess)
-        return rc;
-    n4p_log_version();
-    ncclComm_t comm = calloc(1, sizeof *comm);
-    if (comm == NULL)
-        return n4p_fail(NULL, ncclSystemError, "out of memory");
-    comm->magic = N4P_COMM_MAGIC;
-    comm->rank = rank;
-    comm->nranks = nranks;
-    comm->device = device;
-    comm->env = env;
-    comm->init_op = op;
-    comm->cur_op = op;
-    pthread_mutex_init(&comm->lock, NULL);
-    comm->srcs = calloc((size_t)nranks, sizeof *comm->srcs);
-    comm->pids = calloc((size_t)nranks, sizeof *comm->pids);
-    comm->ring_ready = calloc((size_t)nranks, 1);
-    if (comm->srcs == NULL || comm->pids == NULL || comm->ring_ready == NULL) {
-        comm_free(comm);
-        return n4p_fail(NULL, ncclSystemError, "out of memory");
-    }
-    rc = n4p_seg_attach(comm, id);
-    if (rc == ncclSuccess && wait)
-        rc = n4p_wait_joined(comm);
-    if (rc != ncclSuccess) {
-        comm_free(comm);
-        return rc;
-    }
-    comm->cur_op = NULL;
-    *out = comm;
-    return ncclSuccess;
-}
-
 /* Attach now; join now, or at the end of the enclosing group. */
 ncclResult_t n4p_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
                            const char *op)
@@ -175,7 +104,7 @@ ncclResult_t n4p_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, 
     n4p_op o = {.kind = N4P_K_INIT_WAIT, .comm = comm};
     rc = n4p_submit(&o);
     if (rc != ncclSuccess) {
-        comm_free(comm);
+        n4p_comm_free(comm);
         return rc;
     }
     *out = comm;
@@ -267,11 +196,11 @@ N4P_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *
                              false, "ncclCommInitAll");
     /* All ranks attached from this thread: joining cannot block. */
     for (i = 0; i < ndev && rc == ncclSuccess; i++)
-        rc = n4p_wait_joined(comms[i]);
+        rc = n4p_comm_join(comms[i]);
     if (rc != ncclSuccess) {
         for (i = 0; i < ndev; i++) {
             if (comms[i] != NULL)
-                comm_free(comms[i]);
+                n4p_comm_free(comms[i]);
             comms[i] = NULL;
         }
     }
@@ -299,7 +228,7 @@ N4P_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
         return rc;
     n4p_log(N4P_LOG_INFO, comm, "comm %p rank %d nRanks %d - Destroy COMPLETE", (void *)comm,
             comm->rank, comm->nranks);
-    comm_free(comm);
+    n4p_comm_free(comm);
     return ncclSuccess;
 }
 
@@ -318,7 +247,7 @@ N4P_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
     }
     n4p_log(N4P_LOG_INFO, comm, "comm %p rank %d nRanks %d - Abort COMPLETE", (void *)comm,
             comm->rank, comm->nranks);
-    comm_free(comm);
+    n4p_comm_free(comm);
     return ncclSuccess;
 }
 

@@ -178,6 +178,17 @@ static bool have_avx2(void)
 }
 #endif
 
+/* Whether a copy from src to dst is slow with the CPU's string copy (`rep
+ * movsb`, which memcpy and the kernel's process_vm_readv use): the
+ * destination a few bytes after the source modulo 4 KiB (16 and 24 bytes
+ * were slow on the machine of bench/README.md, 32-56 not; the test takes
+ * 1-63). */
+bool n4p_slow_distance(uint64_t dst, uint64_t src)
+{
+    uint64_t d = (dst - src) & 4095u;
+    return d > 0 && d < 64;
+}
+
 /* Copies of a collective's data whose destination lies a few bytes after
  * the source modulo 4 KiB use their own loop rather than memcpy: glibc
  * copies from a few KiB up to about the L2 size with `rep movsb`, which
@@ -195,7 +206,7 @@ void n4p_copy(void *dst, const void *src, size_t n, bool stream)
     if (n >= VECTOR_MIN) {
         if (stream && n >= 4096)
             copy_sse2(dst, src, n, true);
-        else if (!n4p_cma_slow((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src))
+        else if (!n4p_slow_distance((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src))
             memcpy(dst, src, n);
         else if (have_avx2())
             copy_avx2(dst, src, n);

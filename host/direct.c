@@ -34,7 +34,7 @@ static bool bounced_reads(ncclComm_t c, const n4p_op *o, uint64_t t)
         const uint64_t at = o->kind == N4P_K_ALLTOALL ? (uint64_t)r * blk : 0;
         for (int k = 0; k < c->nranks; k++)
             if (k != r &&
-                n4p_cma_slow(rbuf + (uint64_t)k * blk, c->seg.ranks[k].desc[t % N4P_DEPTH].sbuf + at))
+                n4p_slow_distance(rbuf + (uint64_t)k * blk, c->seg.ranks[k].desc[t % N4P_DEPTH].sbuf + at))
                 return true;
     }
     return false;

@@ -380,6 +380,8 @@ void n4p_add_bias(int dtype, void *dst, const void *bias, size_t count);
 /* copy.c */
 bool n4p_streaming(ncclComm_t comm, size_t out_bytes);
 void n4p_copy(void *dst, const void *src, size_t n, bool stream);
+/* whether the CPU's string copy from src to dst is slow (its distance) */
+bool n4p_slow_distance(uint64_t dst, uint64_t src);
 
 /* cma.c */
 void n4p_cma_probe(ncclComm_t comm);
@@ -389,8 +391,6 @@ ncclResult_t n4p_cma_read(ncclComm_t c, int peer, void *dst, uint64_t src, size_
                           bool stream);
 ncclResult_t n4p_cma_write(ncclComm_t c, int peer, uint64_t dst, const void *src, size_t n);
 size_t n4p_cma_push_bytes(ncclComm_t c, size_t bytes);
-/* whether the kernel's copy from src to dst is slow (cma.c: bounce buffer) */
-bool n4p_cma_slow(uint64_t dst, uint64_t src);
 /* whether the ranks outnumber the online CPUs */
 bool n4p_crowded(ncclComm_t c);
 
@@ -403,6 +403,8 @@ bool n4p_id_is_grow(const ncclUniqueId *id);
 ncclResult_t n4p_seg_attach(ncclComm_t comm, const ncclUniqueId *id);
 void n4p_seg_unlink(ncclComm_t comm);
 void n4p_seg_detach(ncclComm_t comm);
+
+/* proc.c */
 uint64_t n4p_proc_starttime(pid_t pid, char *state);
 bool n4p_process_gone(int32_t pid, uint64_t starttime);
 
@@ -447,13 +449,20 @@ ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w);
 #define N4P_NOBODY (-3)  /* no rank */
 void n4p_arrive(ncclComm_t comm);
 ncclResult_t n4p_wait_arrived(ncclComm_t comm, int peer, uint64_t target, const char *what);
-ncclResult_t n4p_wait_joined(ncclComm_t comm);
+ncclResult_t n4p_wait_joined(ncclComm_t comm); /* every rank has attached */
 void n4p_poison(ncclComm_t comm, ncclResult_t rc);
 ncclResult_t n4p_check_poison(ncclComm_t comm);
 ncclResult_t n4p_check_peer(ncclComm_t comm, int peer, const char *what);
 bool n4p_interrupted(void);
 /* Group execution: the threads running one group share a cancel flag. */
 void n4p_set_cancel_flag(_Atomic int *flag, bool helper);
+
+/* comm_life.c */
+ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id,
+                             int rank, int device, bool wait, const char *op);
+/* wait until every rank has attached, then remove the name and probe */
+ncclResult_t n4p_comm_join(ncclComm_t comm);
+void n4p_comm_free(ncclComm_t comm);
 
 /* comm.c */
 ncclResult_t n4p_check_comm(ncclComm_t comm, bool for_ops);
@@ -463,8 +472,6 @@ ncclResult_t n4p_check_call(ncclComm_t comm, const char *name, int dtype, size_t
 /* collectives.c: submit a checked data call (root: the peer of send/recv) */
 ncclResult_t n4p_submit_data(int kind, ncclComm_t comm, const void *sendbuff, void *recvbuff,
                              size_t count, int dtype, int op, int root, const void *acc);
-ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id,
-                             int rank, int device, bool wait, const char *op);
 /* create now, and join now or (in a group) at the outermost ncclGroupEnd */
 ncclResult_t n4p_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
                            const char *op);

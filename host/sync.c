@@ -510,18 +510,5 @@ static bool not_joined(void *p, int rank)
 ncclResult_t n4p_wait_joined(ncclComm_t comm)
 {
     n4p_waitfor w = {all_joined, not_joined, comm, -1, "waiting for the ranks to join"};
-    ncclResult_t rc = n4p_wait(comm, &w);
-    n4p_seg_unlink(comm); /* complete or failed: the name is not needed */
-    if (rc != ncclSuccess)
-        return rc;
-    comm->joined_all = true;
-    n4p_cma_probe(comm);
-    n4p_log(N4P_LOG_INFO, comm, "comm %p rank %d nRanks %d - Init COMPLETE", (void *)comm,
-            comm->rank, comm->nranks);
-    n4p_log(N4P_LOG_INFO, comm,
-            "comm %p rank %d nRanks %d host backend: segment %zu bytes, slot %zu bytes, "
-            "ring %zu bytes, timeout %g s",
-            (void *)comm, comm->rank, comm->nranks, comm->seg.size, comm->seg.slot_bytes,
-            comm->seg.ring_bytes, comm->env.timeout);
-    return ncclSuccess;
+    return n4p_wait(comm, &w);
 }
