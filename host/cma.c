@@ -26,9 +26,9 @@
  * buffers overlap in a way that a direct read would see half-written data).
  * The round waits for everybody; the call goes single-copy only when all
  * said OK, else every rank falls back to staging.  Whether a call tries
- * single copy at all (NCCL4PY_HOST_SINGLE_COPY and the size thresholds
- * below) is compared like the call's other arguments, so ranks configured
- * differently fail with ncclInvalidUsage instead of hanging.
+ * single copy at all (NCCL4PY_HOST_SINGLE_COPY and the size thresholds:
+ * policy.c) is compared like the call's other arguments, so ranks
+ * configured differently fail with ncclInvalidUsage instead of hanging.
  *
  * Completion.  After its reads a rank arrives at a second round; the owner
  * of a buffer that peers read waits in it for them, so no rank returns (and
@@ -46,91 +46,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "internal.h"
-
-/* Whether the ranks outnumber the online CPUs; the count is the same for
- * every rank of the machine, so all ranks choose alike. */
-bool n4p_crowded(ncclComm_t c)
-{
-    static atomic_long cached;
-    long cpus = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (cpus == 0) {
-        cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        cpus = cpus > 0 ? cpus : 1;
-        atomic_store_explicit(&cached, cpus, memory_order_relaxed);
-    }
-    return c->nranks > cpus;
-}
-
-/* With NCCL4PY_HOST_SINGLE_COPY=auto, the smallest block a rank reads from
- * one peer (for an all-reduce and a broadcast: the message) from which
- * single copy is tried (bench/host_vs_mpi.py, and the same calls
- * alternating between the two paths, on shared 2-CPU machines).
- *
- * A process_vm_readv copy costs a system call and the pinning of every
- * page it reads, and single copy needs a second synchronisation per call,
- * where staging lets ranks run ahead; staging copies every byte twice and
- * moves every slot, freshly written by one CPU, into another CPU's cache,
- * which on a virtual machine is fast or 2-3x slower from one launch to the
- * next (the host places the virtual CPUs).  How these weigh depends on the
- * CPU: on an AMD EPYC (Zen 3) a read moved about 10 GB/s at best and single
- * copy paid only from blocks of 128 KiB-2 MiB (all-to-all of 128 KiB
- * blocks 16-44 us staged against 21-26 single copy, all-gather of 512 KiB
- * blocks 46-160 against 65-84, all-reduce of 1 MiB 99-368 against
- * 141-359); on an Intel Xeon, two ranks, it paid from the first staged
- * size (broadcast of 32 KiB 4.7 us staged against 2.0, all-gather of 16
- * KiB blocks 4.5 against 2.3, 1 MiB broadcast 71 against 20).  So while
- * every rank has a CPU, an all-gather, all-to-all or broadcast larger than
- * the eager limit, and an all-reduce from 16 KiB (below which its one-round
- * staged form was as fast or faster on both), measures both paths and
- * takes the faster (tune.c).  A gather, whose senders do not wait for the
- * root when staged, pays from 8 MiB blocks.
- *
- * With more ranks than CPUs, a call's time includes the time its rank
- * waits for a CPU, and says little about which path moves more data per
- * second.  There tune.c compares the CPU time the ranks spend instead, and
- * only from 4 MiB blocks (for an all-reduce and a broadcast: messages) for
- * all-gather, broadcast and all-reduce; below, where that measure
- * misjudged the faster path (4 ranks on the Xeon: a 1 MiB broadcast voted
- * single copy, 250 us against 673, and ran 140 us per call staged against
- * 190-290), they stage.  4 ranks on the Xeon, single copy against staging:
- * all-gather of 4 MiB blocks 2.4-2.6 ms against 3.0-4.1, broadcast of 16
- * MiB 1.9-2.1 against 2.5-2.6, all-reduce of 64 MiB 34-37 against 40-41; on
- * the EPYC the all-gather's single copy was 10-25% slower from 16 to 128
- * MiB (3 readers of a block on 2 CPUs pin its pages 3 times, while the
- * staged block is read from the cache), which is why it is measured and
- * not fixed.  The all-to-all and the gather take fixed thresholds: single
- * copy pays early for all-to-all (4 ranks on the Xeon, three launches
- * alternating: 64 KiB blocks 26-31 us against 42-48 staged, 256 KiB
- * 202-210 against 288-322), from 4 MiB blocks for gather. */
-#define TUNED_MIN (N4P_EAGER_BYTES + 1)
-#define CROWDED_TUNED_MIN (4u << 20)
-
-static size_t auto_min(ncclComm_t c, int kind)
-{
-    const bool crowded = n4p_crowded(c);
-    switch (kind) {
-    case N4P_K_ALLGATHER:
-        return crowded ? CROWDED_TUNED_MIN : TUNED_MIN;
-    case N4P_K_GATHER:
-        return crowded ? 4u << 20 : 8u << 20;
-    case N4P_K_ALLTOALL:
-        return crowded ? 64u << 10 : TUNED_MIN;
-    case N4P_K_BROADCAST:
-        return crowded ? CROWDED_TUNED_MIN : TUNED_MIN;
-    case N4P_K_ALLREDUCE:
-        return crowded ? CROWDED_TUNED_MIN : 16u << 10;
-    default:
-        return SIZE_MAX;
-    }
-}
-
-/* Whether `kind` has a single-copy form at all. */
-static bool has_direct(int kind)
-{
-    return kind == N4P_K_ALLGATHER || kind == N4P_K_GATHER || kind == N4P_K_ALLTOALL ||
-           kind == N4P_K_BROADCAST || kind == N4P_K_ALLREDUCE;
-}
+#include "transport.h"
 
 static ssize_t read_peer(pid_t pid, void *dst, uint64_t src, size_t n)
 {
@@ -181,44 +97,6 @@ void n4p_cma_probe(ncclComm_t c)
         n4p_log(N4P_LOG_INFO, c, "comm %p rank %d nRanks %d host backend: staged "
                 "transfers only; process_vm_readv/writev of rank %d failed: %s",
                 (void *)c, c->rank, c->nranks, bad, why);
-}
-
-static bool overlap(const void *a, size_t an, const void *b, size_t bn)
-{
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return an > 0 && bn > 0 && x < y + bn && y < x + an;
-}
-
-int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *send,
-                      const void *recv, size_t send_bytes, size_t recv_bytes)
-{
-    const size_t mode = c->env.single_copy;
-    if (mode == 0 || c->nranks < 2 || !has_direct(kind) || block_bytes <= N4P_EAGER_BYTES ||
-        (mode == N4P_SWITCH_AUTO && block_bytes < auto_min(c, kind)))
-        return N4P_DIRECT_NO;
-    if (!c->cma)
-        return N4P_DIRECT_VETO;
-    bool ok = true;
-    switch (kind) {
-    case N4P_K_ALLGATHER:
-    case N4P_K_GATHER:
-        /* peers read sendbuff while this rank writes the other blocks of
-         * recvbuff: in place (its own block) or apart */
-        ok = send == (const char *)recv + (size_t)c->rank * block_bytes ||
-             !overlap(send, send_bytes, recv, recv_bytes);
-        break;
-    case N4P_K_ALLTOALL:
-        /* in place, a rank would overwrite pieces its peers still read */
-        ok = !overlap(send, send_bytes, recv, recv_bytes);
-        break;
-    case N4P_K_ALLREDUCE:
-        /* in place or apart (direct.c: direct_all_reduce) */
-        ok = send == recv || !overlap(send, send_bytes, recv, recv_bytes);
-        break;
-    default:
-        break;
-    }
-    return ok ? N4P_DIRECT_OK : N4P_DIRECT_VETO;
 }
 
 /* The kernel copies a process_vm_readv with the CPU's string copy, which

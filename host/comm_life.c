@@ -16,7 +16,7 @@
 #endif
 #include <stdlib.h>
 
-#include "internal.h"
+#include "transport.h"
 
 void n4p_comm_free(ncclComm_t comm)
 {

@@ -22,7 +22,7 @@
 #endif
 #include <string.h>
 
-#include "internal.h"
+#include "entry.h"
 
 #define CTA_POLICY_MAX (NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO)
 

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "transport.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <emmintrin.h>

@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "p2p_overlap.h"
+#include "queue.h"
 
 typedef struct {
     int depth;
@@ -64,9 +65,14 @@ static void op_release(n4p_op *o)
     o->grow_id = NULL;
 }
 
+static bool has(const n4p_op *o, int trait)
+{
+    return (n4p_kind_traits(o->kind) & trait) != 0;
+}
+
 static bool is_p2p(const n4p_op *o)
 {
-    return o->kind == N4P_K_SEND || o->kind == N4P_K_RECV;
+    return has(o, N4P_KT_P2P);
 }
 
 /* The threads that run one group: the caller runs the first communicator's
@@ -94,19 +100,19 @@ static ncclResult_t run_comm_ops(ncclComm_t comm, n4p_op *ops, int nops)
     ncclResult_t rc = ncclSuccess;
     int np = 0;
     for (int i = 0; i < nops && rc == ncclSuccess; i++)
-        if (ops[i].comm == comm && ops[i].kind == N4P_K_INIT_WAIT)
-            rc = n4p_exec_coll(&ops[i]);
+        if (ops[i].comm == comm && has(&ops[i], N4P_KT_JOIN))
+            rc = n4p_run_op(&ops[i]);
     for (int i = 0; i < nops; i++) {
         n4p_op *o = &ops[i];
-        if (o->comm != comm || o->kind == N4P_K_INIT_WAIT)
+        if (o->comm != comm || has(o, N4P_KT_JOIN))
             continue;
         if (is_p2p(o)) {
             np++;
             continue;
         }
-        if (rc != ncclSuccess && o->kind != N4P_K_SHRINK)
+        if (rc != ncclSuccess && !has(o, N4P_KT_RESCUE))
             continue;
-        ncclResult_t r = n4p_exec_coll(o);
+        ncclResult_t r = n4p_run_op(o);
         if (rc == ncclSuccess)
             rc = r;
     }
@@ -258,6 +264,21 @@ static ncclResult_t run_ops(n4p_op *ops, int nops)
     return rc;
 }
 
+ncclResult_t n4p_submit_data(int kind, ncclComm_t comm, const void *sendbuff, void *recvbuff,
+                             size_t count, int dtype, int op, int root, const void *acc)
+{
+    n4p_op o = {.kind = kind,
+                .comm = comm,
+                .sendbuff = sendbuff,
+                .recvbuff = recvbuff,
+                .count = count,
+                .dtype = dtype,
+                .op = op,
+                .root = root,
+                .acc = acc};
+    return n4p_submit(&o);
+}
+
 /* Run `o` now, or queue it until the outermost ncclGroupEnd.  Either way
  * it owns the op's arrays (v, exclude) from here on, also when it fails. */
 ncclResult_t n4p_submit(const n4p_op *o)
@@ -320,7 +341,7 @@ static ncclResult_t discard_failed_group(void)
 {
     ncclResult_t rc = g.err;
     for (int i = 0; i < g.nops; i++)
-        if (g.ops[i].kind == N4P_K_INIT_WAIT)
+        if (has(&g.ops[i], N4P_KT_JOIN))
             n4p_comm_failed(g.ops[i].comm, rc);
     n4p_set_error_text(g.errmsg);
     clear_queue();
@@ -339,7 +360,7 @@ static ncclResult_t refuse_group(n4p_op *ops, int nops, ncclResult_t rc)
         bool seen = false, joining = false;
         for (int k = 0; k < nops; k++) {
             seen |= k < i && ops[k].comm == c;
-            joining |= ops[k].comm == c && ops[k].kind == N4P_K_INIT_WAIT;
+            joining |= ops[k].comm == c && has(&ops[k], N4P_KT_JOIN);
         }
         if (seen)
             continue;
@@ -377,14 +398,12 @@ N4P_EXPORT ncclResult_t ncclGroupEnd(void)
 
 static double estimate_us(const n4p_op *o)
 {
-    if (o->kind == N4P_K_INIT_WAIT || o->kind == N4P_K_SPLIT ||
-        o->kind == N4P_K_SHRINK || o->kind == N4P_K_GROW)
+    const n4p_kind *k = n4p_kind_of(o->kind);
+    if (k->traits & N4P_KT_COMM)
         return 0;
     size_t n = (size_t)o->comm->nranks;
     size_t bytes = o->count * n4p_dtype_size(o->dtype);
-    if (o->kind == N4P_K_ALLGATHER || o->kind == N4P_K_ALLTOALL ||
-        o->kind == N4P_K_REDUCESCATTER || o->kind == N4P_K_GATHER ||
-        o->kind == N4P_K_SCATTER)
+    if (n4p_kind_scales(k)) /* a buffer of count * nranks elements */
         bytes *= n;
     /* A few microseconds per round plus about 5 GB/s of copying. */
     return 5.0 + (double)bytes / 5e3;
@@ -416,8 +435,7 @@ N4P_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
     g.ops = NULL;
     g.nops = g.cap = 0;
     for (int i = 0; i < nops; i++) {
-        if (ops[i].kind == N4P_K_INIT_WAIT || ops[i].kind == N4P_K_SPLIT ||
-            ops[i].kind == N4P_K_SHRINK || ops[i].kind == N4P_K_GROW)
+        if (has(&ops[i], N4P_KT_COMM))
             ops[k++] = ops[i];
         else
             op_release(&ops[i]);

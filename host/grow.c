@@ -29,21 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-
-/* What an existing rank tells the others in the exchange. */
-enum { PASSED_ID = 1, WRONG_ID = 2, MADE_ID = 4 };
-
-#define KIND_GROW 3 /* n4p_derive_id's kind: 1 split, 2 shrink */
-
-/* The id of the next grow of comm. */
-static void grow_id(ncclComm_t comm, ncclUniqueId *out)
-{
-    n4p_derive_id(comm->secret, KIND_GROW, comm->ngrow, (uint64_t)comm->nranks, out);
-    memcpy(out->internal, N4P_ID_GROW_TAG, N4P_ID_TAG_LEN); /* NOLINT(bugprone-not-null-terminated-result): a binary tag */
-    int32_t n = comm->nranks;
-    memcpy(out->internal + N4P_ID_GROW_NRANKS_OFF, &n, sizeof n);
-}
+#include "entry.h"
 
 N4P_EXPORT ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
 {
@@ -56,7 +42,7 @@ N4P_EXPORT ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqu
         return n4p_fail(comm, ncclInvalidUsage,
                         "ncclCommGetUniqueId: the id this rank made earlier has not been used "
                         "by ncclCommGrow yet (an id serves one grow)");
-    grow_id(comm, uniqueId);
+    n4p_grow_id(comm, uniqueId);
     comm->grow_id_out = true;
     return ncclSuccess;
 }
@@ -95,72 +81,6 @@ static ncclResult_t grow_existing(ncclComm_t comm, int nRanks, const ncclUniqueI
     n4p_op o = {.kind = N4P_K_GROW, .comm = comm, .count = (size_t)nRanks,
                 .newcomm = newcomm, .grow_id = copy};
     return n4p_submit(&o); /* takes ownership of copy */
-}
-
-/* The exchange's verdict, alike on every existing rank: ncclSuccess, or the
- * error (and its message). */
-static ncclResult_t verdict(ncclComm_t comm, uint64_t round)
-{
-    int wrong = -1, made = -1, made2 = -1, silent = -1;
-    for (int k = 0; k < comm->nranks; k++) {
-        const int32_t f = *(const int32_t *)n4p_eager(comm, k, round);
-        if ((f & WRONG_ID) && wrong < 0)
-            wrong = k;
-        if (f & MADE_ID) {
-            if (made < 0)
-                made = k;
-            else if (made2 < 0)
-                made2 = k;
-            if (!(f & PASSED_ID) && silent < 0)
-                silent = k;
-        }
-    }
-    if (wrong >= 0)
-        return n4p_fail(comm, ncclInvalidArgument,
-                        "ncclCommGrow: rank %d passed a unique id that is not the one "
-                        "ncclCommGetUniqueId made for this grow of the communicator",
-                        wrong);
-    if (made < 0)
-        return n4p_fail(comm, ncclInvalidUsage,
-                        "ncclCommGrow: no rank of the communicator called ncclCommGetUniqueId "
-                        "for this grow; one rank makes the id the new ranks need and passes it");
-    if (made2 >= 0)
-        return n4p_fail(comm, ncclInvalidUsage,
-                        "ncclCommGrow: ranks %d and %d both called ncclCommGetUniqueId; one "
-                        "rank (the coordinator) makes the id",
-                        made, made2);
-    if (silent >= 0)
-        return n4p_fail(comm, ncclInvalidUsage,
-                        "ncclCommGrow: rank %d made the id with ncclCommGetUniqueId but passed "
-                        "none; that rank passes it (the other existing ranks may pass NULL)",
-                        silent);
-    return ncclSuccess;
-}
-
-ncclResult_t n4p_exec_grow(n4p_op *o)
-{
-    ncclComm_t comm = o->comm;
-    ncclUniqueId id;
-    grow_id(comm, &id);
-    int32_t flags = comm->grow_id_out ? MADE_ID : 0;
-    if (o->grow_id != NULL)
-        flags |= PASSED_ID | (memcmp(o->grow_id, &id, sizeof id) != 0 ? WRONG_ID : 0);
-    const uint64_t round = comm->epoch;
-    ncclResult_t rc = n4p_round_open(comm, o, N4P_REUSE_EAGER, N4P_DIRECT_NO);
-    if (rc == ncclSuccess) {
-        memcpy(n4p_eager(comm, comm->rank, round), &flags, sizeof flags);
-        rc = n4p_round_close(comm, true, N4P_ALL);
-    }
-    if (rc == ncclSuccess)
-        rc = verdict(comm, round);
-    if (rc != ncclSuccess)
-        return rc;
-    comm->ngrow++; /* the id is used up */
-    comm->grow_id_out = false;
-    rc = n4p_comm_create(o->newcomm, (int)o->count, &id, comm->rank, comm->device, true,
-                         "ncclCommGrow");
-    comm->cur_op = NULL;
-    return rc;
 }
 
 /* ----------------------------------------------------------- new ranks -- */

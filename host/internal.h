@@ -3,7 +3,7 @@
  *
  * The backend implements the NCCL C ABI on host memory.  Ranks are processes
  * (or threads, for ncclCommInitAll) on one machine that meet in a POSIX
- * shared-memory segment named by the unique id.  See collectives.c for the
+ * shared-memory segment named by the unique id.  See engine.h for the
  * overall design and README.md for the user-visible semantics.
  */
 #ifndef N4P_HOST_INTERNAL_H
@@ -83,7 +83,7 @@ typedef struct {
     int32_t dtype;
     int32_t op;   /* builtin op, or -1 for any PreMulSum op */
     int32_t root;
-    int32_t direct; /* N4P_DIRECT_*: whether this call tries single copy (cma.c) */
+    int32_t direct; /* N4P_DIRECT_*: whether this call tries single copy (policy.c) */
     int32_t pad;
     uint64_t sbuf, rbuf; /* the rank's buffers, for peers' single-copy reads */
     uint64_t chain; /* hash of this and every earlier description of the communicator */
@@ -163,7 +163,7 @@ typedef struct {
     double wait_report; /* seconds blocked before saying what for; 0: never */
     size_t slot_bytes;  /* 0: automatic */
     size_t ring_bytes;  /* 0: automatic */
-    size_t single_copy; /* 0, 1 or N4P_SWITCH_AUTO (cma.c) */
+    size_t single_copy; /* 0, 1 or N4P_SWITCH_AUTO (policy.c) */
     int debug;          /* NCCL_DEBUG level */
 } n4p_settings;
 
@@ -203,8 +203,9 @@ typedef struct n4p_reg {
     bool window;
 } n4p_reg;
 
-/* Measurements of one size class of a tuned collective (tune.c). */
+/* Measurements of one size class of a tuned collective (policy.c). */
 #define N4P_TUNE_PERIOD 256
+#define N4P_TUNED_KINDS 4 /* the kinds whose rows (kinds.c) have a tune_row */
 enum { N4P_PATH_STAGED = 0, N4P_PATH_DIRECT = 1 };
 typedef struct {
     uint32_t calls; /* calls of this class so far */
@@ -235,14 +236,14 @@ struct ncclComm {
     unsigned char *ring_ready; /* per peer: the ring to it is reserved (shmspace.c) */
     char *bounce;       /* single-copy reads of unfavourable alignment (cma.c) */
     n4p_tune_class *tune_at;    /* the class the running call measures, or NULL */
-    double tune_start;          /* and when it chose it (tune.c's clock) */
+    double tune_start;          /* and when it chose it (policy.c's clock) */
     n4p_reg *regs;              /* guarded by lock */
     n4p_custom_op *ops;         /* guarded by lock */
     pthread_mutex_t lock;
     n4p_settings env;
     n4p_desc desc;     /* of the running (or the last) collective */
     n4p_seg seg;
-    n4p_tune_class tune[4][64]; /* per tuned collective and log2 of bytes (tune.c) */
+    n4p_tune_class tune[N4P_TUNED_KINDS][64]; /* per tuned collective and log2 of bytes (policy.c) */
     int rank;
     int nranks;
     int device;
@@ -276,10 +277,25 @@ struct ncclWindow_vidmem {
 
 /* The kinds of deferred op, each once, in the order of their values (from 1):
  * FN(id, function, traits) a kind that is a call of the API table's
- * `function` (the name messages give it; rounds.c checks that the table has
- * it), with its traits: N4P_KT_OP (it reduces with an op), N4P_KT_ROOT (it
- * has a root), or 0; OTHER(id) one that is no call of its own. */
-enum { N4P_KT_OP = 1, N4P_KT_ROOT = 2 };
+ * `function` (the name messages give it; kinds.c checks that the table has
+ * it), OTHER(id, traits) one that is no call of its own.  Traits:
+ * N4P_KT_OP (it reduces with an op), N4P_KT_ROOT (it has a root),
+ * N4P_KT_VCOUNTS (its counts are in arrays: it runs at count 0), N4P_KT_P2P
+ * (a send or receive: run together after a group's other ops), N4P_KT_COMM
+ * (it completes or makes a communicator: ncclGroupSimulateEnd keeps it),
+ * N4P_KT_JOIN (the join of a new communicator: runs first in a group),
+ * N4P_KT_RESCUE (it runs after an earlier op of the group failed).  The
+ * rest of what a kind needs (its buffers' sizes, its engines, its path
+ * thresholds) is its row in kinds.c. */
+enum {
+    N4P_KT_OP = 1,
+    N4P_KT_ROOT = 2,
+    N4P_KT_VCOUNTS = 4,
+    N4P_KT_P2P = 8,
+    N4P_KT_COMM = 16,
+    N4P_KT_JOIN = 32,
+    N4P_KT_RESCUE = 64,
+};
 #define N4P_HOST_KINDS(FN, OTHER)                                \
     FN(ALLREDUCE, ncclAllReduce, N4P_KT_OP)                      \
     FN(BROADCAST, ncclBroadcast, N4P_KT_ROOT)                    \
@@ -287,22 +303,55 @@ enum { N4P_KT_OP = 1, N4P_KT_ROOT = 2 };
     FN(ALLGATHER, ncclAllGather, 0)                              \
     FN(REDUCESCATTER, ncclReduceScatter, N4P_KT_OP)              \
     FN(ALLTOALL, ncclAlltoAll, 0)                                \
-    FN(ALLTOALLV, ncclAllToAllv, 0)                              \
+    FN(ALLTOALLV, ncclAllToAllv, N4P_KT_VCOUNTS)                 \
     FN(GATHER, ncclGather, N4P_KT_ROOT)                          \
     FN(SCATTER, ncclScatter, N4P_KT_ROOT)                        \
     FN(ALLREDUCE_BIAS, ncclAllReduceWithBias, N4P_KT_OP)         \
-    FN(SPLIT, ncclCommSplit, 0)                                  \
-    FN(SHRINK, ncclCommShrink, 0)                                \
-    FN(GROW, ncclCommGrow, 0)                                    \
-    OTHER(INIT_WAIT)                                             \
-    FN(SEND, ncclSend, 0)                                        \
-    FN(RECV, ncclRecv, 0)
+    FN(SPLIT, ncclCommSplit, N4P_KT_COMM)                        \
+    FN(SHRINK, ncclCommShrink, N4P_KT_COMM | N4P_KT_RESCUE)      \
+    FN(GROW, ncclCommGrow, N4P_KT_COMM)                          \
+    OTHER(INIT_WAIT, N4P_KT_COMM | N4P_KT_JOIN)                  \
+    FN(SEND, ncclSend, N4P_KT_P2P)                               \
+    FN(RECV, ncclRecv, N4P_KT_P2P)
 
 #define N4P_KIND_FN(id, fn, traits) N4P_K_##id,
-#define N4P_KIND_OTHER(id) N4P_K_##id,
+#define N4P_KIND_OTHER(id, traits) N4P_K_##id,
 enum { N4P_K_NONE, N4P_HOST_KINDS(N4P_KIND_FN, N4P_KIND_OTHER) N4P_K_COUNT };
 #undef N4P_KIND_FN
 #undef N4P_KIND_OTHER
+
+/* A kind's name and traits, for every floor (kinds.c has the rest of its
+ * descriptor).  A peer's description may hold any number. */
+static inline int n4p_kind_traits(int kind)
+{
+#define N4P_KIND_FN(id, fn, traits) traits,
+#define N4P_KIND_OTHER(id, traits) traits,
+    static const int traits[N4P_K_COUNT] = {0, N4P_HOST_KINDS(N4P_KIND_FN, N4P_KIND_OTHER)};
+#undef N4P_KIND_FN
+#undef N4P_KIND_OTHER
+    return kind > N4P_K_NONE && kind < N4P_K_COUNT ? traits[kind] : 0;
+}
+
+static inline const char *n4p_kind_name(int kind)
+{
+#define N4P_KIND_FN(id, fn, traits) #fn,
+#define N4P_KIND_OTHER(id, traits) "operation",
+    static const char *const names[N4P_K_COUNT] = {
+        "operation", N4P_HOST_KINDS(N4P_KIND_FN, N4P_KIND_OTHER)};
+#undef N4P_KIND_FN
+#undef N4P_KIND_OTHER
+    return kind > N4P_K_NONE && kind < N4P_K_COUNT ? names[kind] : "operation";
+}
+
+static inline bool n4p_is_reduction(int kind)
+{
+    return (n4p_kind_traits(kind) & N4P_KT_OP) != 0;
+}
+
+static inline bool n4p_is_rooted(int kind)
+{
+    return (n4p_kind_traits(kind) & N4P_KT_ROOT) != 0;
+}
 
 typedef struct {
     int kind;
@@ -377,138 +426,9 @@ void n4p_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,
                 int nsrc, size_t count);
 void n4p_add_bias(int dtype, void *dst, const void *bias, size_t count);
 
-/* copy.c */
-bool n4p_streaming(ncclComm_t comm, size_t out_bytes);
+/* copy.c (the transport's, declared here for the kernels) */
 void n4p_copy(void *dst, const void *src, size_t n, bool stream);
-/* whether the CPU's string copy from src to dst is slow (its distance) */
-bool n4p_slow_distance(uint64_t dst, uint64_t src);
-
-/* cma.c */
-void n4p_cma_probe(ncclComm_t comm);
-int n4p_direct_choice(ncclComm_t c, int kind, size_t block_bytes, const void *send,
-                      const void *recv, size_t send_bytes, size_t recv_bytes);
-ncclResult_t n4p_cma_read(ncclComm_t c, int peer, void *dst, uint64_t src, size_t n,
-                          bool stream);
-ncclResult_t n4p_cma_write(ncclComm_t c, int peer, uint64_t dst, const void *src, size_t n);
-size_t n4p_cma_push_bytes(ncclComm_t c, size_t bytes);
-/* whether the ranks outnumber the online CPUs */
-bool n4p_crowded(ncclComm_t c);
-
-/* shm.c */
-ncclResult_t n4p_random_id(ncclUniqueId *id);
-void n4p_derive_id(const unsigned char *secret, uint64_t kind, uint64_t counter,
-                   uint64_t extra, ncclUniqueId *out);
-bool n4p_id_valid(const ncclUniqueId *id); /* made by this backend (either tag) */
-bool n4p_id_is_grow(const ncclUniqueId *id);
-ncclResult_t n4p_seg_attach(ncclComm_t comm, const ncclUniqueId *id);
-void n4p_seg_unlink(ncclComm_t comm);
-void n4p_seg_detach(ncclComm_t comm);
-
-/* proc.c */
-uint64_t n4p_proc_starttime(pid_t pid, char *state);
-bool n4p_process_gone(int32_t pid, uint64_t starttime);
-
-/* shmspace.c: reserve the memory of a segment before it is touched; a
- * shortage is an ncclSystemError naming /dev/shm and the bytes */
-ncclResult_t n4p_space_head(ncclComm_t comm, int fd, void *base, const n4p_seg_hdr *h);
-ncclResult_t n4p_space_body(ncclComm_t comm, int fd, void *base, const n4p_seg_hdr *h);
-/* the ring from this rank to `peer`, before the first send to it */
-ncclResult_t n4p_space_ring(ncclComm_t comm, int peer);
-/* whether [p, p + n) of this process faults when written (or read): 0 or an errno */
-int n4p_space_probe(const void *p, size_t n, bool write);
-
-/* sync.c */
-typedef bool (*n4p_pred)(void *ctx);
-#define N4P_NO_PEER_CHECK (-2) /* the predicate checks peers itself */
-/* One wait: until `done`; `peer` is the rank whose liveness to check (-1:
- * all, N4P_NO_PEER_CHECK: none); `missing` tells which ranks the wait is
- * for, to report a long wait. */
-typedef struct {
-    n4p_pred done;
-    bool (*missing)(void *ctx, int rank);
-    void *ctx;
-    int peer;
-    const char *what;
-} n4p_waitfor;
-double n4p_now(void);
-
-/* direct.c: the single-copy form of the call when it has one and it
- * applies (*done), else nothing */
-ncclResult_t n4p_single_copy(ncclComm_t c, const n4p_op *o, const n4p_redspec *rs,
-                             bool *done);
-
-/* tune.c */
-bool n4p_tuned(ncclComm_t c, int kind, int choice);
-ncclResult_t n4p_tune_pick(ncclComm_t c, const n4p_op *o, size_t bytes, int *path);
-/* after a call that succeeded: its time, if it is measured */
-void n4p_tune_record(ncclComm_t c);
-void n4p_notify(ncclComm_t comm);
-void n4p_wake_all(ncclComm_t comm);
-ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w);
-#define N4P_ALL (-1)     /* every rank */
-#define N4P_NOBODY (-3)  /* no rank */
-void n4p_arrive(ncclComm_t comm);
-ncclResult_t n4p_wait_arrived(ncclComm_t comm, int peer, uint64_t target, const char *what);
-ncclResult_t n4p_wait_joined(ncclComm_t comm); /* every rank has attached */
-void n4p_poison(ncclComm_t comm, ncclResult_t rc);
-ncclResult_t n4p_check_poison(ncclComm_t comm);
-ncclResult_t n4p_check_peer(ncclComm_t comm, int peer, const char *what);
-bool n4p_interrupted(void);
-/* Group execution: the threads running one group share a cancel flag. */
-void n4p_set_cancel_flag(_Atomic int *flag, bool helper);
-
-/* comm_life.c */
-ncclResult_t n4p_comm_create(ncclComm_t *out, int nranks, const ncclUniqueId *id,
-                             int rank, int device, bool wait, const char *op);
-/* wait until every rank has attached, then remove the name and probe */
-ncclResult_t n4p_comm_join(ncclComm_t comm);
-void n4p_comm_free(ncclComm_t comm);
-
-/* comm.c */
-ncclResult_t n4p_check_comm(ncclComm_t comm, bool for_ops);
-/* The checks every data call (`name`) starts with: the communicator can run
- * it and `dtype` is a data type, whose element size goes to *esz. */
-ncclResult_t n4p_check_call(ncclComm_t comm, const char *name, int dtype, size_t *esz);
-/* collectives.c: submit a checked data call (root: the peer of send/recv) */
-ncclResult_t n4p_submit_data(int kind, ncclComm_t comm, const void *sendbuff, void *recvbuff,
-                             size_t count, int dtype, int op, int root, const void *acc);
-/* create now, and join now or (in a group) at the outermost ncclGroupEnd */
-ncclResult_t n4p_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
-                           const char *op);
-ncclResult_t n4p_check_config(const ncclConfig_t *config);
-ncclResult_t n4p_exec_split(n4p_op *o);
-ncclResult_t n4p_exec_shrink(n4p_op *o);
-/* grow.c */
-ncclResult_t n4p_exec_grow(n4p_op *o);
-ncclResult_t n4p_resolve_op(ncclComm_t comm, int op, int dtype, n4p_redspec *rs);
-
-/* rounds.c */
-#define N4P_REUSE_SETS 2u          /* the two sets of staging slots alternate */
-#define N4P_REUSE_EAGER N4P_DEPTH  /* eager entries and descriptions: a ring */
-const char *n4p_kind_name(int kind);
-bool n4p_is_reduction(int kind);
-bool n4p_is_rooted(int kind);
-void *n4p_eager(ncclComm_t c, int k, uint64_t round);
-ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse, int direct);
-ncclResult_t n4p_round_close(ncclComm_t c, bool check, int from);
-
-/* collectives.c */
-ncclResult_t n4p_exec_coll(n4p_op *o);
-
-/* p2p.c */
-ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops);
-
-/* group.c */
-ncclResult_t n4p_submit(const n4p_op *o);
-ncclResult_t n4p_group_note(ncclResult_t rc);
-bool n4p_in_group(void);
 
 #pragma GCC visibility pop
-
-static inline void *n4p_slot(ncclComm_t c, int set, int k)
-{
-    size_t s = c->seg.slot_bytes;
-    return c->seg.coll + ((size_t)set * (size_t)(c->nranks + 1) + (size_t)k) * s;
-}
 
 #endif /* N4P_HOST_INTERNAL_H */

@@ -1,5 +1,5 @@
 /*
- * p2p.c - ncclSend / ncclRecv.
+ * p2p.c - the engine of ncclSend / ncclRecv (their entry points: p2p_api.c).
  *
  * Every ordered pair of ranks (src, dst) owns a byte ring in the segment
  * (single producer, single consumer; `tail` written by the sender, `head` by
@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "p2p_overlap.h"
 
 #define MSG_MAGIC 0x6e34706du
@@ -335,42 +336,4 @@ ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
     if (rc == ncclSuccess)
         comm->cur_op = NULL;
     return rc;
-}
-
-static ncclResult_t submit_p2p(int kind, const void *sendbuff, void *recvbuff,
-                               size_t count, int dtype, int peer, ncclComm_t comm)
-{
-    const char *name = n4p_kind_name(kind);
-    size_t esz;
-    ncclResult_t rc = n4p_check_call(comm, name, dtype, &esz);
-    if (rc != ncclSuccess)
-        return rc;
-    if (peer < 0 || peer >= comm->nranks)
-        return n4p_fail(comm, ncclInvalidArgument,
-                        "%s: peer %d is out of range for %d ranks", name, peer,
-                        comm->nranks);
-    if (count > SIZE_MAX / esz)
-        return n4p_fail(comm, ncclInvalidArgument, "%s: count %zu is too large",
-                        name, count);
-    if (count > 0 && (kind == N4P_K_SEND ? sendbuff == NULL : recvbuff == NULL))
-        return n4p_fail(comm, ncclInvalidArgument, "%s: buffer is NULL", name);
-    return n4p_submit_data(kind, comm, sendbuff, recvbuff, count, dtype, 0, peer, NULL);
-}
-
-N4P_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count,
-                                 ncclDataType_t datatype, int peer, ncclComm_t comm,
-                                 cudaStream_t stream)
-{
-    (void)stream;
-    return n4p_group_note(
-        submit_p2p(N4P_K_SEND, sendbuff, NULL, count, datatype, peer, comm));
-}
-
-N4P_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count,
-                                 ncclDataType_t datatype, int peer, ncclComm_t comm,
-                                 cudaStream_t stream)
-{
-    (void)stream;
-    return n4p_group_note(
-        submit_p2p(N4P_K_RECV, NULL, recvbuff, count, datatype, peer, comm));
 }

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "transport.h"
 
 /* Start time (clock ticks since boot) of a process and its state letter;
  * 0 when the process does not exist. */

@@ -44,48 +44,7 @@
 #include <string.h>
 
 #include "enum_names.h"
-#include "internal.h"
-
-/* Each kind's function is an entry of the API table: a name that is not one
- * does not compile. */
-#define N4P_KIND_FN(id, fn, traits) \
-    _Static_assert(N4P_IDX_##fn >= 0, "N4P_K_" #id ": " #fn " is in the API table");
-#define N4P_KIND_OTHER(id)
-N4P_HOST_KINDS(N4P_KIND_FN, N4P_KIND_OTHER)
-#undef N4P_KIND_FN
-
-typedef struct {
-    const char *name;
-    int traits;
-} kind_info;
-
-static const kind_info *kind_of(int kind)
-{
-#define N4P_KIND_FN(id, fn, traits) [N4P_K_##id] = {#fn, traits},
-    static const kind_info kinds[N4P_K_COUNT] = {N4P_HOST_KINDS(N4P_KIND_FN, N4P_KIND_OTHER)};
-#undef N4P_KIND_FN
-#undef N4P_KIND_OTHER
-    /* a peer's description may hold anything */
-    return kind > N4P_K_NONE && kind < N4P_K_COUNT ? &kinds[kind] : NULL;
-}
-
-const char *n4p_kind_name(int kind)
-{
-    const kind_info *k = kind_of(kind);
-    return k != NULL && k->name != NULL ? k->name : "operation";
-}
-
-bool n4p_is_reduction(int kind)
-{
-    const kind_info *k = kind_of(kind);
-    return k != NULL && (k->traits & N4P_KT_OP) != 0;
-}
-
-bool n4p_is_rooted(int kind)
-{
-    const kind_info *k = kind_of(kind);
-    return k != NULL && (k->traits & N4P_KT_ROOT) != 0;
-}
+#include "transport.h"
 
 void *n4p_eager(ncclComm_t c, int k, uint64_t round)
 {
@@ -144,8 +103,6 @@ ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse, int d
             .sbuf = (uint64_t)(uintptr_t)o->sendbuff,
             .rbuf = (uint64_t)(uintptr_t)o->recvbuff,
         };
-        if (o->kind == N4P_K_SPLIT)
-            d.dtype = 0, d.count = 0;
         d.chain = chain(c->desc.chain, &d);
         c->desc = d;
         c->seg.ranks[c->rank].desc[t % N4P_DEPTH] = d;

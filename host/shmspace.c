@@ -37,7 +37,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "transport.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22

@@ -49,7 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "transport.h"
 
 #define SPIN_ITERS 64
 #define SPIN_SECONDS 20e-6   /* spin (pause) at most this long: the peer is usually close */

@@ -22,7 +22,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "internal.h"
+#include "entry.h"
 
 static ncclTeam_t team_of(ncclComm_t comm, bool rail)
 {
