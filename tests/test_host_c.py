@@ -1,5 +1,6 @@
-"""The host backend's own C test program and its exhaustive 8/16-bit float
-check, run from pytest so that CI runs them."""
+"""The host backend's own C test program (tests/test_host.c, built by
+host/Makefile) and its exhaustive 8/16-bit float check, run from pytest so
+that CI runs them."""
 from __future__ import annotations
 
 import os

@@ -1,7 +1,7 @@
 /*
  * test_host.c - multi-process tests of the host backend.
  *
- *   make test          (or: build/test_host [test-name ...])
+ *   make -C host test  (or: host/build/test_host [test-name ...])
  *
  * Each test forks 1..4 rank processes that share a unique id created before
  * the fork, runs collectives on them and compares against results computed
@@ -36,7 +36,7 @@
 
 #include "nccl_api.h"
 #include "gen/api_table.h"
-#include "internal.h" /* the segment header, to recognise our segments and forge bad ones */
+#include "internal.h" /* host/: the segment header, to recognise our segments and forge bad ones */
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SLOWDOWN 5
