@@ -94,7 +94,7 @@ extern __typeof__(*(ncclAllToAllv_fn)0) ncclAlltoAllv;
 /* N4P_HOST_CONFIG_COLLS(X): X(ncclName) for each collective whose
  * ncclNameConfig adds a collconfig to its parameters.  N4P_PARAMS_<fn> and
  * N4P_ARGS_<fn>: the table's parameter list of such a collective, and its
- * names (collectives.c and config_colls.c define them with these). */
+ * names (coll_api.c and config_colls.c define them with these). */
 #define N4P_PARAMS_ncclAllReduce const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream
 #define N4P_ARGS_ncclAllReduce sendbuff, recvbuff, count, datatype, op, comm, stream
 #define N4P_PARAMS_ncclBroadcast const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream

@@ -28,7 +28,7 @@ pytestmark = needs_host
 # checked by test_path_choice_is_checked_across_ranks.
 BLOCKS = [4096, 4100, 32764, 32768, 65532, 65536, 600004]
 
-# NCCL4PY_HOST_SINGLE_COPY=auto's smallest block per collective (host/cma.c),
+# NCCL4PY_HOST_SINGLE_COPY=auto's smallest block per collective (host/kinds.c),
 # with a CPU per rank and with more ranks than CPUs; 4100 is the first
 # float32 block above the eager limit (4096 bytes).
 # For all-reduce and broadcast the size is that of the message.
@@ -371,7 +371,7 @@ def test_single_copy_allreduce_matches_staging_bit_for_bit(tmp_path, nranks):
 
 # With NCCL4PY_HOST_SINGLE_COPY=auto and a CPU per rank, the all-reduce,
 # all-gather, all-to-all and broadcast measure both paths in the first nine
-# calls of a size class and vote in the tenth (host/tune.c).  Every call must
+# calls of a size class and vote in the tenth (host/policy.c).  Every call must
 # be right whichever path it takes, and every rank must take the same path:
 # the vote's line (NCCL_DEBUG=INFO) gives the same sums and choice on every
 # rank.
@@ -421,7 +421,7 @@ def test_tuned_collectives_vote_alike_on_every_rank(tmp_path):
 
 # With more ranks than CPUs, the all-reduce, all-gather and broadcast are
 # measured from 4 MiB by the CPU time the ranks spend, and the vote takes
-# staging only when it spends at least 5% less (host/tune.c); the all-to-all
+# staging only when it spends at least 5% less (host/policy.c); the all-to-all
 # keeps its fixed threshold and is not measured.
 TUNED_CROWDED = logged("auto") + r"""
 m = (4 << 20) // 4

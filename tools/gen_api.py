@@ -890,7 +890,7 @@ def gen_host_decls(entries: list[Entry]) -> str:
     out += ["", "/* N4P_HOST_CONFIG_COLLS(X): X(ncclName) for each collective whose",
             " * ncclNameConfig adds a collconfig to its parameters.  N4P_PARAMS_<fn> and",
             " * N4P_ARGS_<fn>: the table's parameter list of such a collective, and its",
-            " * names (collectives.c and config_colls.c define them with these). */"]
+            " * names (coll_api.c and config_colls.c define them with these). */"]
     for plain in colls:
         out.append(f"#define N4P_PARAMS_{plain.name} " + ", ".join(f"{p.ctype} {p.name}"
                                                                  for p in plain.params))
