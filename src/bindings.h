@@ -40,6 +40,16 @@ enum n4p_struct_kind {
 /* handles.c: the handle object types, in the order of their specs. */
 enum n4p_handle_kind { N4P_H_COMM, N4P_H_WINDOW, N4P_H_COUNT };
 
+/* ndarray_fast.c: the numpy.ndarray fast path of buffer resolution
+ * (ndarray_fast.h), per module state. */
+#define N4P_NDARRAY_TYPES 32 /* NumPy's built-in type numbers are below this */
+typedef struct {
+    PyTypeObject *type; /* numpy.ndarray once its layout passed the check (strong ref) */
+    int tried;          /* the check has run (or is running) */
+    signed char dtype_of[N4P_NDARRAY_TYPES]; /* NumPy type number -> NCCL dtype + 1; 0: none */
+    const char *off;    /* why the fast path is off (static text); NULL when on or not tried */
+} n4p_ndarray_fast;
+
 typedef struct {
     PyObject *nccl_error;          /* nccl._errors.NCCLError */
     PyObject *timeout_error;       /* nccl._errors.NcclTimeoutError (trace.c) */
@@ -59,6 +69,7 @@ typedef struct {
     PyObject *torch_is_neg;        /* method descriptor TensorBase.is_neg */
     PyObject *torch_is_conj;       /* method descriptor TensorBase.is_conj */
     PyObject *torch_requires_grad; /* getset descriptor TensorBase.requires_grad */
+    n4p_ndarray_fast ndarray;      /* ndarray_fast.c */
     PyObject *stream_kinds;        /* dict: type -> int kind */
     PyObject *str_dlpack;          /* "__dlpack__" */
     PyObject *str_dlpack_device;   /* "__dlpack_device__" */
@@ -417,8 +428,10 @@ typedef struct {
 /* n4p_buffer_resolve's flags: the library writes into the buffer (read-only
  * memory, and tensors autograd tracks, are refused); the same object was
  * resolved for this call already (what only depends on the object, torch's
- * view bits, is not asked again). */
-enum { N4P_BUF_WRITABLE = 1, N4P_BUF_AGAIN = 2 };
+ * view bits, is not asked again); the general path only, never the
+ * numpy.ndarray fast path (ndarray_fast.h: its check, and the tests that
+ * compare the two). */
+enum { N4P_BUF_WRITABLE = 1, N4P_BUF_AGAIN = 2, N4P_BUF_GENERAL = 4 };
 
 /* Resolve `obj` given for argument `name` (used in error messages), with
  * N4P_BUF_* flags.

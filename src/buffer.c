@@ -64,6 +64,7 @@
  */
 #include "bindings.h"
 #include "dlpack.h"
+#include "ndarray_fast.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -122,6 +123,7 @@ typedef struct {
     int writable;
     int again;     /* N4P_BUF_AGAIN: the object's own meaning was checked */
     int any_dtype; /* an explicit dtype follows: accept any element type */
+    int general;   /* N4P_BUF_GENERAL: never the numpy.ndarray fast path */
 } ctx_t;
 
 /* ---------------------------------------------------------------- errors */
@@ -1242,6 +1244,8 @@ classify_protocol(n4p_state *st, PyTypeObject *tp)
 static PyObject *
 classify(n4p_state *st, PyTypeObject *tp)
 {
+    if (n4p_ndarray_classified(st, tp) < 0)
+        return NULL;
     PyTypeObject *base = torch_base(tp);
     if (base != NULL) {
         if (torch_accessors(st, base) < 0)
@@ -1327,6 +1331,9 @@ from_probe(const ctx_t *c, PyObject *obj, n4p_buffer *out)
 static int
 resolve_object(const ctx_t *c, PyObject *obj, n4p_buffer *out)
 {
+    if (Py_TYPE(obj) == c->st->ndarray.type && !c->general &&
+        n4p_ndarray_read(&c->st->ndarray, obj, c->writable, out))
+        return 0;
     const n4p_dlexchange_api *api = NULL;
     int torch = 0;
     int kind = kind_of(c->st, Py_TYPE(obj), &api, &torch);
@@ -1489,7 +1496,7 @@ int
 n4p_buffer_resolve(PyObject *mod, PyObject *obj, const char *name, int flags, n4p_buffer *out)
 {
     ctx_t c = {n4p_get_state(mod), name, (flags & N4P_BUF_WRITABLE) != 0,
-               (flags & N4P_BUF_AGAIN) != 0, 0};
+               (flags & N4P_BUF_AGAIN) != 0, 0, (flags & N4P_BUF_GENERAL) != 0};
     init_out(out);
     if (PyTuple_Check(obj))
         return resolve_spec(&c, obj, out);
@@ -1518,9 +1525,9 @@ PyObject *
 n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames)
 {
-    static const char *const kw[] = {"obj", "name", "writable", "keep"};
-    PyObject *a[4];
-    if (n4p_parse_args(args, nargs, kwnames, "resolve_buffer", kw, 1, 4, a) < 0)
+    static const char *const kw[] = {"obj", "name", "writable", "keep", "general"};
+    PyObject *a[5];
+    if (n4p_parse_args(args, nargs, kwnames, "resolve_buffer", kw, 1, 5, a) < 0)
         return NULL;
     const char *name = "buffer";
     if (a[1] != NULL) {
@@ -1533,10 +1540,12 @@ n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
     }
     int writable = a[2] != NULL ? PyObject_IsTrue(a[2]) : 0;
     int keep = a[3] != NULL ? PyObject_IsTrue(a[3]) : 0;
-    if (writable < 0 || keep < 0)
+    int general = a[4] != NULL ? PyObject_IsTrue(a[4]) : 0;
+    if (writable < 0 || keep < 0 || general < 0)
         return NULL;
     n4p_buffer b;
-    if (n4p_buffer_resolve(mod, a[0], name, writable ? N4P_BUF_WRITABLE : 0, &b) < 0)
+    int flags = (writable ? N4P_BUF_WRITABLE : 0) | (general ? N4P_BUF_GENERAL : 0);
+    if (n4p_buffer_resolve(mod, a[0], name, flags, &b) < 0)
         return NULL;
     PyObject *r = PyTuple_New(6);
     if (r != NULL) {

@@ -5,6 +5,7 @@
  * (see loader.c).
  */
 #include "bindings.h"
+#include "ndarray_fast.h"
 #include "trace.h"
 
 static PyMethodDef module_methods[] = {
@@ -33,7 +34,7 @@ static PyMethodDef module_methods[] = {
      "_struct_layouts()\n--\n\n{struct name: (sizeof, [(field, offset, type code)])}"},
     {"resolve_buffer", (PyCFunction)(void (*)(void))n4p_py_resolve_buffer,
      METH_FASTCALL | METH_KEYWORDS,
-     "resolve_buffer(obj, name='buffer', writable=False, keep=False)\n--\n\n"
+     "resolve_buffer(obj, name='buffer', writable=False, keep=False, general=False)\n--\n\n"
      "(ptr, count, nccl dtype, DLPack device type, device id, readonly) of a buffer argument "
      "obj; name is the argument's name in error messages, writable says that the library "
      "writes into it.\n"
@@ -41,7 +42,17 @@ static PyMethodDef module_methods[] = {
      "group end (for a call queued on the returned address).\n\n"
      "Raises NcclInvalid for memory the library cannot take (a layout that is not row-major, "
      "an unsupported dtype, read-only memory with writable=True), TypeError for an object "
-     "with no buffer protocol."},
+     "with no buffer protocol.  general=True: never the numpy.ndarray fast path (tests "
+     "compare the two)."},
+    {"_ndarray_register", (PyCFunction)(void (*)(void))n4p_py_ndarray_register, METH_FASTCALL,
+     "_ndarray_register(type, samples, /)\n--\n\n"
+     "Check the numpy.ndarray layout on the sample arrays (a list) against the buffer "
+     "protocol and turn the fast path on when they agree; returns whether it is on "
+     "(nccl._ndarray_check calls it)."},
+    {"_ndarray_fast_info", (PyCFunction)n4p_py_ndarray_fast_info, METH_NOARGS,
+     "_ndarray_fast_info()\n--\n\n"
+     "{'on', 'tried', 'off' (why not on), 'dtypes' (NumPy type number -> NCCL dtype)} of "
+     "the numpy.ndarray fast path."},
     {"_trace_dump_all", (PyCFunction)n4p_trace_dump_all, METH_O,
      "_trace_dump_all(reason) -> n: write every traced communicator's flight record into "
      "NCCL4PY_TRACE_DIR."},
@@ -86,6 +97,7 @@ module_traverse(PyObject *mod, visitproc visit, void *arg)
     Py_VISIT(st->torch_is_neg);
     Py_VISIT(st->torch_is_conj);
     Py_VISIT(st->torch_requires_grad);
+    Py_VISIT(st->ndarray.type);
     Py_VISIT(st->stream_kinds);
     for (int k = 0; k < N4P_S_COUNT; k++)
         Py_VISIT(st->struct_types[k]);
@@ -112,6 +124,7 @@ module_clear(PyObject *mod)
     Py_CLEAR(st->torch_is_neg);
     Py_CLEAR(st->torch_is_conj);
     Py_CLEAR(st->torch_requires_grad);
+    Py_CLEAR(st->ndarray.type);
     Py_CLEAR(st->stream_kinds);
     Py_CLEAR(st->str_dlpack);
     Py_CLEAR(st->str_dlpack_device);
