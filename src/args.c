@@ -399,10 +399,13 @@ Py_ssize_t
 n4p_parse_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *fname,
                const char *const *kw, Py_ssize_t minargs, Py_ssize_t maxargs, PyObject **out)
 {
-    if (kwnames == NULL && nargs == maxargs) {
-        /* the common case: all positional */
-        for (Py_ssize_t i = 0; i < nargs; i++)
+    if (kwnames == NULL && nargs >= minargs && nargs <= maxargs) {
+        /* the common case: positional arguments only, the required ones given */
+        Py_ssize_t i = 0;
+        for (; i < nargs; i++)
             out[i] = args[i];
+        for (; i < maxargs; i++)
+            out[i] = NULL;
         return nargs;
     }
     if (nargs > maxargs) {
