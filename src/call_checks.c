@@ -71,7 +71,7 @@ resolve(PyObject *mod, commobj *self, n4p_job *j, int which, int role)
     j->resolved |= 1u << which;
     if (check_device(mod, self, b, name) < 0)
         return -1;
-    n4p_trace_note_buffer(which == B_RECV, b->ptr, b->count, b->dtype);
+    n4p_trace_note_buffer(j->te, which == B_RECV, b->ptr, b->count, b->dtype);
     return 0;
 }
 

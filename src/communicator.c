@@ -169,10 +169,7 @@ get_op(PyObject *mod, commobj *self, PyObject *o, int *op)
     if (PyLong_Check(o) || (!PyFloat_Check(o) && PyIndex_Check(o))) {
         if (!PyLong_Check(o) && check_op_owner(mod, self, o) < 0)
             return -1;
-        if (n4p_arg_int(o, "op", op) < 0)
-            return -1;
-        n4p_trace_note_int("op", *op);
-        return 0;
+        return n4p_arg_int(o, "op", op);
     }
     PyErr_Format(PyExc_TypeError, "op must be an NcclRedOp, a CustomRedOp or an int, not %.100s",
                  Py_TYPE(o)->tp_name);
@@ -189,7 +186,6 @@ get_rank(PyObject *mod, commobj *self, PyObject *o, const char *what, int *out)
                          self->nranks);
         return -1;
     }
-    n4p_trace_note_int(what, *out);
     return 0;
 }
 
@@ -274,13 +270,18 @@ parse_call(PyObject *mod, commobj *self, const coll_t *d, n4p_job *j, PyObject *
     j->at = d->at;
     n4p_call *c = &j->call;
     c->op = c->root = -1;
-    if (d->at[A_OP] >= 0 && get_op(mod, self, j->args[d->at[A_OP]], &c->op) < 0)
-        return -1;
+    if (d->at[A_OP] >= 0) {
+        if (get_op(mod, self, j->args[d->at[A_OP]], &c->op) < 0)
+            return -1;
+        n4p_trace_note_int(j->te, "op", c->op);
+    }
     if (d->rank_role != A_NONE) {
         PyObject *o = j->args[d->at[d->rank_role]];
         if ((d->rank_role != A_ROOT_ANY || (o != NULL && o != Py_None)) &&
             get_rank(mod, self, o, n4p_coll_keywords[d->rank_role], &c->root) < 0)
             return -1;
+        if (c->root >= 0)
+            n4p_trace_note_int(j->te, n4p_coll_keywords[d->rank_role], c->root);
     }
     c->config = NULL;
     if (d->at[A_CONFIG] >= 0 && j->args[d->at[A_CONFIG]] != NULL &&
@@ -292,7 +293,7 @@ parse_call(PyObject *mod, commobj *self, const coll_t *d, n4p_job *j, PyObject *
     if (o != NULL && n4p_stream_resolve(mod, o, &s) < 0)
         return -1;
     c->stream = (cudaStream_t)s;
-    n4p_trace_note_stream(s);
+    n4p_trace_note_stream(j->te, s);
     return 0;
 }
 
@@ -382,6 +383,7 @@ call_method(commobj *self, PyTypeObject *cls, int which, PyObject *const *args,
         n4p_comm_leave(self);
         return NULL;
     }
+    j.te = te;
     if (parse_call(mod, self, d, &j, args, nargs, kwnames) < 0)
         goto out;
     c->method = d->name;
@@ -394,7 +396,7 @@ call_method(commobj *self, PyTypeObject *cls, int which, PyObject *const *args,
     if (fn == NULL || n4p_check_buffers(mod, self, &j) < 0)
         goto out;
     ncclResult_t r = run_call(d, c, fn);
-    n4p_trace_note_status(r);
+    n4p_trace_note_status(te, r);
     if (n4p_group_depth() > 0)
         n4p_comm_keep_queued(self, c->stream_obj, j.buf, j.resolved);
     res = n4p_status_none(mod, r);
@@ -402,8 +404,9 @@ out:
     for (int i = 0; j.resolved >> i; i++)
         if (j.resolved >> i & 1u)
             n4p_buffer_release(&j.buf[i]);
-    for (int i = 0; i < 4; i++)
-        PyMem_Free(j.counts[i]);
+    if (c->counts != NULL)
+        for (int i = 0; i < 4; i++)
+            PyMem_Free(j.counts[i]);
     Py_XDECREF(j.config);
     res = n4p_trace_end(mod, self->trace, te, outer, res, &self->comm);
     n4p_comm_leave(self);

@@ -74,6 +74,8 @@ typedef struct {
     PyObject *config;       /* what config= made (the struct behind call.config), or NULL */
     ncclCollConfig_t config_copy; /* call.config in the loaded library's layout, when it differs */
     n4p_call call;
+    n4p_trace_entry *te;    /* the call's flight record (NULL: recording off); the notes of
+                               trace.h fill it */
 } n4p_job;
 
 /* call_checks.c: resolve the job's buffers and check them against its rule;

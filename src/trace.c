@@ -282,14 +282,6 @@ n4p_trace_begin(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t
     return 0;
 }
 
-void
-n4p_trace_note_status(ncclResult_t r)
-{
-    n4p_trace_entry *e = n4p_trace_cur;
-    if (e != NULL)
-        e->status = (int)r;
-}
-
 static const char *const dtype_names[] = {N4P_NAMES_ncclDataType_t};
 static const char *const redop_names[] = {N4P_NAMES_ncclRedOp_t};
 

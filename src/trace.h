@@ -132,9 +132,8 @@ void n4p_trace_group_ended(PyObject *mod, n4p_trace *t);
 void n4p_trace_free(n4p_trace *t);
 
 static inline void
-n4p_trace_note_buffer(int writable, const void *ptr, size_t count, int dtype)
+n4p_trace_note_buffer(n4p_trace_entry *e, int writable, const void *ptr, size_t count, int dtype)
 {
-    n4p_trace_entry *e = n4p_trace_cur;
     if (e == NULL)
         return;
     if (writable) {
@@ -149,9 +148,8 @@ n4p_trace_note_buffer(int writable, const void *ptr, size_t count, int dtype)
 }
 
 static inline void
-n4p_trace_note_int(const char *what, int v)
+n4p_trace_note_int(n4p_trace_entry *e, const char *what, int v)
 {
-    n4p_trace_entry *e = n4p_trace_cur;
     if (e == NULL)
         return;
     if (what[0] == 'o') /* "op" */
@@ -163,14 +161,19 @@ n4p_trace_note_int(const char *what, int v)
 }
 
 static inline void
-n4p_trace_note_stream(void *stream)
+n4p_trace_note_stream(n4p_trace_entry *e, void *stream)
 {
-    if (n4p_trace_cur != NULL)
-        n4p_trace_cur->stream = stream;
+    if (e != NULL)
+        e->stream = stream;
 }
 
-/* The library call is about to happen / returned r. */
-void n4p_trace_note_status(ncclResult_t r);
+/* The library call returned r. */
+static inline void
+n4p_trace_note_status(n4p_trace_entry *e, ncclResult_t r)
+{
+    if (e != NULL)
+        e->status = (int)r;
+}
 
 /* Methods of _CommunicatorBase (trace.c). */
 PyObject *n4p_trace_setup(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t comm,
