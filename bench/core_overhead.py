@@ -20,6 +20,11 @@ Measures, in one invocation:
         (the communicator as upstream takes it; the ratios only);
       - a ctypes wrapper in the style of vLLM's pynccl (bench/_ctypes_pynccl.py);
       - an empty Python function with 7 arguments (the interpreter's floor);
+      - on the real host backend, a communicator of one rank (a process of
+        its own): ``comm.allreduce`` of the same NumPy arrays (and torch
+        tensors) against ``nccl.bindings.all_reduce(ints)`` on the same
+        memory, so the library's own work (a copy of 32 bytes) is in both
+        (goal: at most 1.5x);
       - the same ``comm.allreduce(numpy)`` with the flight recorder off
         (``NCCL4PY_TRACE_BUFFER=0``) and with the watchdog on
         (``NCCL4PY_WATCHDOG_TIMEOUT=600``), each in a process of its own: the
@@ -284,6 +289,37 @@ TRACE_VARIANTS = {
 }
 
 
+def host_benches(benches: dict, notes: dict) -> list:
+    """The loops of the host-backend process (one rank); the objects to
+    destroy at the end."""
+    import numpy as np
+
+    import nccl
+    import nccl.bindings as b
+    import nccl.core
+    from nccl import _nccl
+
+    if not os.path.realpath(nccl.__file__).startswith(str(ROOT) + os.sep):
+        raise SystemExit(f"imported nccl from {nccl.__file__}, not from {ROOT}")
+    comm = nccl.core.Communicator.init(1, 0, nccl.core.get_unique_id())
+    assert _nccl.library_family() == "host", _nccl.library_family()
+    a = np.arange(8, dtype=np.float32)
+    out = np.empty_like(a)
+    benches["host_hl_numpy"] = loop(comm.allreduce, a, out, nccl.core.SUM)
+    low = (a.ctypes.data, out.ctypes.data, 8, int(b.DataType.Float32), int(b.RedOp.Sum),
+           comm.ptr, 0)
+    benches["host_ll"] = loop(b.all_reduce, Star(low))  # a and out stay bound in the loop above
+    try:
+        import torch
+    except Exception:  # noqa: BLE001 - any failure means "not importable"
+        pass
+    else:
+        ta = torch.arange(8, dtype=torch.float32)
+        benches["host_hl_torch"] = loop(comm.allreduce, ta, torch.empty_like(ta), nccl.core.SUM)
+    notes["host_lib"] = b.get_library_path()
+    return [comm]
+
+
 def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
     """A long-lived timing process: answers `name calls` with ns/call."""
     import ctypes
@@ -291,13 +327,18 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
     if cpu >= 0:
         os.sched_setaffinity(0, {cpu})
 
-    lib = ctypes.CDLL(libpath)
-    counter = lib.nccl4pyBenchAllReduceCalls
-    counter.restype = ctypes.c_ulonglong
+    counter = None  # the no-op library's count of ncclAllReduce calls
+    if kind != "host":
+        lib = ctypes.CDLL(libpath)
+        counter = lib.nccl4pyBenchAllReduceCalls
+        counter.restype = ctypes.c_ulonglong
     benches: dict = {}
     notes: dict = {}
+    to_destroy: list = []
 
-    if kind == "ours":
+    if kind == "host":
+        to_destroy = host_benches(benches, notes)
+    elif kind == "ours":
         import numpy as np
 
         import nccl
@@ -377,22 +418,24 @@ def child_main(kind: str, libpath: str, updir: str | None, cpu: int) -> int:
     if variant:  # a flight-recorder setting: only the high-level call, named for it
         benches = {f"hl_numpy_{variant}": benches["hl_numpy"]}
     for name, fn in benches.items():  # warm-up, and each call reaches the library once
-        before = counter()
+        before = counter() if counter else 0
         fn(5000)
-        if counted(name) and counter() - before != 5000:
+        if counter and counted(name) and counter() - before != 5000:
             raise SystemExit(f"{name}: {counter() - before} library calls for 5000 calls")
     print(json.dumps({"benches": list(benches), "notes": notes}), flush=True)
     for line in sys.stdin:
         name, calls = line.split()
         calls = int(calls)
         fn = benches[name]
-        before = counter()
+        before = counter() if counter else 0
         t0 = time.perf_counter_ns()
         fn(calls)
         dt = time.perf_counter_ns() - t0
-        if counted(name) and counter() - before != calls:
+        if counter and counted(name) and counter() - before != calls:
             raise SystemExit(f"{name}: {counter() - before} library calls for {calls} calls")
         print(dt / calls, flush=True)
+    for c in to_destroy:
+        c.destroy()
     return 0
 
 
@@ -483,7 +526,7 @@ def main() -> int:
     ap.add_argument("--cpu", type=int, default=None,
                     help="CPU both timing processes are pinned to (default: the last one "
                          "this process may use; -1: no pinning)")
-    ap.add_argument("--child", choices=("ours", "upstream"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("ours", "upstream", "host"), help=argparse.SUPPRESS)
     ap.add_argument("--lib", help=argparse.SUPPRESS)
     ns = ap.parse_args()
     UPSTREAM_VERSION = ns.upstream_version
@@ -509,6 +552,9 @@ def main() -> int:
         for variant, extra in TRACE_VARIANTS.items():
             children.append(Child([sys.executable, script, "--child", "ours", "--lib", str(lib),
                                    *pin], {**env, **extra, "NCCL4PY_BENCH_VARIANT": variant}, d))
+        # the real host backend, one rank (no no-op library)
+        host_env = {**ours_env(), "NCCL4PY_BACKEND": "host"}
+        children.append(Child([sys.executable, script, "--child", "host", *pin], host_env, d))
         if updir is not None:
             pre, uenv = upstream_cmd_env(updir, npdir, lib)
             try:
@@ -561,6 +607,10 @@ def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict
         f"not run: {hl_up_note}" if "hl_upstream" not in per_call else "")
     val("ctypes", "ctypes pynccl-style all_reduce(ints)", "ns/call", "")
     val("empty", "empty Python function, 7 args", "ns/call", "")
+    val("host_hl_numpy", "host backend, 1 rank: comm.allreduce(numpy f32[8])", "ns/call", "")
+    val("host_hl_torch", "host backend, 1 rank: comm.allreduce(torch f32[8])", "ns/call",
+        torch_note)
+    val("host_ll", "host backend, 1 rank: bindings.all_reduce(ints)", "ns/call", "")
     up_imp_missing = up_missing or (f"upstream import failed: {imp_err['upstream']}"
                                     if "upstream" in imp_err else "")
     val("ours:nccl.core", "ours  import nccl.core", "ms", "")
@@ -601,6 +651,10 @@ def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict
         rows.append(("config=NCCLCollConfig(...) minus plain", f"{extra:.0f}", "ns", "<= 150",
                      "met" if extra <= 150 else "NOT met"))
     ratio("high/low: comm.allreduce(torch) / bindings.all_reduce", pc("hl_torch"), pc("ll_ours"), 3)
+    ratio("host backend, 1 rank: comm.allreduce(numpy) / bindings.all_reduce",
+          pc("host_hl_numpy"), pc("host_ll"), 1.5)
+    ratio("host backend, 1 rank: comm.allreduce(torch) / bindings.all_reduce",
+          pc("host_hl_torch"), pc("host_ll"), None)
     ratio("low-level ours / upstream", pc("ll_ours"), pc("ll_upstream"), 0.6)
     ratio("low-level ours with a Comm / upstream", pc("ll_ours_comm"), pc("ll_upstream"),
           0.8 if UPSTREAM_VERSION >= "0.5" else None)
