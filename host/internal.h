@@ -185,6 +185,13 @@ typedef struct {
     unsigned char scalar[8]; /* PreMulSum scalar, in `dtype` */
 } n4p_redspec;
 
+/* Max and min of the floating types (every kernel, reduce.c and lowp_*.c):
+ * NaN-propagating (a NaN in either operand wins, the earlier one if both);
+ * on equal values (+0 and -0) the later operand wins, which is what NumPy's
+ * maximum/minimum give. */
+#define N4P_FMAX(a, b) (((a) != (a)) ? (a) : (((b) != (b) || (b) >= (a)) ? (b) : (a)))
+#define N4P_FMIN(a, b) (((a) != (a)) ? (a) : (((b) != (b) || (b) <= (a)) ? (b) : (a)))
+
 typedef struct {
     bool used;
     int dtype;
@@ -412,14 +419,18 @@ ncclResult_t n4p_comm_failed(ncclComm_t comm, ncclResult_t rc);
 /* dtypes.c */
 size_t n4p_dtype_size(int dtype);
 const char *n4p_dtype_name(int dtype);
-float n4p_half_to_float(uint16_t h);
-uint16_t n4p_float_to_half(float f);
-float n4p_bf16_to_float(uint16_t h);
-uint16_t n4p_float_to_bf16(float f);
-float n4p_e4m3_to_float(uint8_t v);
-uint8_t n4p_float_to_e4m3(float f);
-float n4p_e5m2_to_float(uint8_t v);
-uint8_t n4p_float_to_e5m2(float f);
+
+/* lowp_select.c: the kernels of a 16- or 8-bit float type (lowp_kernels.h),
+ * or NULL for other types */
+typedef struct {
+    void (*decode)(float *out, const void *in, size_t n);
+    void (*encode)(void *out, const float *in, size_t n);
+    void (*reduce)(const n4p_redspec *rs, void *dst, const void *const *srcs, int nsrc,
+                   size_t count);
+} n4p_lowp_kernels;
+const n4p_lowp_kernels *n4p_lowp_kernels_of(int dtype);
+extern const n4p_lowp_kernels n4p_lowp_portable[ncclNumTypes]; /* lowp_portable.c */
+extern const n4p_lowp_kernels n4p_lowp_avx2[ncclNumTypes];     /* lowp_avx2.c, x86 */
 
 /* reduce.c */
 void n4p_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,

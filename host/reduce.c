@@ -21,8 +21,10 @@
  * input, the caller's buffer, which may have any alignment: a block of a
  * source that is not aligned for its type is copied to an aligned stack
  * block first.  The kernels accumulate into an aligned stack block and
- * copy it to `dst` (n4p_copy), so `dst` may have any alignment too.  The inner loops are plain `restrict`
- * loops that GCC vectorises.
+ * copy it to `dst` (n4p_copy), so `dst` may have any alignment too.  The
+ * inner loops are plain `restrict` loops that GCC vectorises.  The kernels
+ * of the 16- and 8-bit floats (lowp_kernels.h) load and store at any
+ * address and convert as they load and store.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */
@@ -58,10 +60,6 @@ static const void *aligned_block(const void *src, size_t base, size_t m, size_t 
 #define FMUL(T, U, a, b) ((a) * (b))
 #define IMAX(a, b) ((b) > (a) ? (b) : (a))
 #define IMIN(a, b) ((b) < (a) ? (b) : (a))
-/* NaN-propagating (a NaN in either operand wins); on equal values (+0 and
- * -0) the later operand wins, which is what NumPy's maximum/minimum give. */
-#define FMAX(a, b) (((a) != (a)) ? (a) : (((b) != (b) || (b) >= (a)) ? (b) : (a)))
-#define FMIN(a, b) (((a) != (a)) ? (a) : (((b) != (b) || (b) <= (a)) ? (b) : (a)))
 
 #define DEFINE_COMBINE(NAME, T, U, ADD, MUL, MAX, MIN)                          \
     static void NAME##_first(T *restrict acc, const T *restrict src, size_t m, \
@@ -134,86 +132,15 @@ DEFINE_COMBINE(i32, int32_t, uint32_t, IADD, IMUL, IMAX, IMIN)
 DEFINE_COMBINE(u32, uint32_t, uint32_t, IADD, IMUL, IMAX, IMIN)
 DEFINE_COMBINE(i64, int64_t, uint64_t, IADD, IMUL, IMAX, IMIN)
 DEFINE_COMBINE(u64, uint64_t, uint64_t, IADD, IMUL, IMAX, IMIN)
-DEFINE_COMBINE(f32, float, float, FADD, FMUL, FMAX, FMIN)
-DEFINE_COMBINE(f64, double, double, FADD, FMUL, FMAX, FMIN)
+DEFINE_COMBINE(f32, float, float, FADD, FMUL, N4P_FMAX, N4P_FMIN)
+DEFINE_COMBINE(f64, double, double, FADD, FMUL, N4P_FMAX, N4P_FMIN)
 
-/* --------------------------------------------- 16- and 8-bit floats -- */
-
-typedef float (*dec_fn)(const void *p, size_t i);
-typedef void (*enc_fn)(void *p, size_t i, float v);
-
-static float dec_f16(const void *p, size_t i)
-{
-    return n4p_half_to_float(((const uint16_t *)p)[i]);
-}
-static float dec_bf16(const void *p, size_t i)
-{
-    return n4p_bf16_to_float(((const uint16_t *)p)[i]);
-}
-static float dec_e4m3(const void *p, size_t i)
-{
-    return n4p_e4m3_to_float(((const uint8_t *)p)[i]);
-}
-static float dec_e5m2(const void *p, size_t i)
-{
-    return n4p_e5m2_to_float(((const uint8_t *)p)[i]);
-}
-static void enc_f16(void *p, size_t i, float v)
-{
-    ((uint16_t *)p)[i] = n4p_float_to_half(v);
-}
-static void enc_bf16(void *p, size_t i, float v)
-{
-    ((uint16_t *)p)[i] = n4p_float_to_bf16(v);
-}
-static void enc_e4m3(void *p, size_t i, float v)
-{
-    ((uint8_t *)p)[i] = n4p_float_to_e4m3(v);
-}
-static void enc_e5m2(void *p, size_t i, float v)
-{
-    ((uint8_t *)p)[i] = n4p_float_to_e5m2(v);
-}
-
-static void decode_block(dec_fn dec, float *restrict out, const void *src,
-                         size_t base, size_t m, size_t esz, void *buf)
-{
-    const void *p = aligned_block(src, base, m, esz, buf);
-    for (size_t i = 0; i < m; i++)
-        out[i] = dec(p, i);
-}
-
-static void lowp_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,
-                        int nsrc, size_t count, dec_fn dec, enc_fn enc)
-{
-    _Alignas(64) float acc[BLK];
-    _Alignas(64) float tmp[BLK];
-    _Alignas(64) unsigned char out[BLK * 2];
-    _Alignas(64) unsigned char raw[BLK * 2];
-    const size_t esz = n4p_dtype_size(rs->dtype);
-    const float s = dec(rs->scalar, 0);
-    for (size_t base = 0; base < count; base += BLK) {
-        size_t m = count - base < BLK ? count - base : BLK;
-        decode_block(dec, tmp, srcs[0], base, m, esz, raw);
-        f32_first(acc, tmp, m, rs->op, s);
-        for (int k = 1; k < nsrc; k++) {
-            decode_block(dec, tmp, srcs[k], base, m, esz, raw);
-            f32_combine(acc, tmp, m, rs->op, s);
-        }
-        if (rs->op == ncclAvg)
-            f32_avg(acc, m, rs->nranks);
-        for (size_t i = 0; i < m; i++)
-            enc(out, i, acc[i]);
-        n4p_copy((char *)dst + base * esz, out, m * esz, false);
-    }
-}
-
-/* The 16- and 8-bit float kernels: widened to float32. */
+/* The 16- and 8-bit floats: widened to float32 (lowp_kernels.h). */
 #define DEFINE_WIDENED(NAME)                                                   \
     static void NAME##_reduce(const n4p_redspec *rs, void *dst,                \
                               const void *const *srcs, int nsrc, size_t count) \
     {                                                                          \
-        lowp_reduce(rs, dst, srcs, nsrc, count, dec_##NAME, enc_##NAME);       \
+        n4p_lowp_kernels_of(rs->dtype)->reduce(rs, dst, srcs, nsrc, count);    \
     }
 DEFINE_WIDENED(f16)
 DEFINE_WIDENED(bf16)
@@ -237,18 +164,12 @@ void n4p_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,
     }
 }
 
-/* dst[i] += bias[i] (RCCL's ncclAllReduceWithBias); both may be unaligned. */
+/* dst[i] += bias[i] (RCCL's ncclAllReduceWithBias); both may be unaligned.
+ * Every kernel writes an element of `dst` after reading that element of
+ * every source, so `dst` may be a source too. */
 void n4p_add_bias(int dtype, void *dst, const void *bias, size_t count)
 {
-    _Alignas(64) unsigned char a[BLK * 8];
-    _Alignas(64) unsigned char b[BLK * 8];
-    const size_t esz = n4p_dtype_size(dtype);
     n4p_redspec rs = {.dtype = dtype, .op = ncclSum, .nranks = 1};
-    const void *srcs[2] = {a, b};
-    for (size_t base = 0; base < count; base += BLK) {
-        size_t m = count - base < BLK ? count - base : BLK;
-        memcpy(a, (const char *)dst + base * esz, m * esz);
-        memcpy(b, (const char *)bias + base * esz, m * esz);
-        n4p_reduce(&rs, (char *)dst + base * esz, srcs, 2, m);
-    }
+    const void *srcs[2] = {dst, bias};
+    n4p_reduce(&rs, dst, srcs, 2, count);
 }
