@@ -1,12 +1,12 @@
 """The host backend's own C test program (tests/test_host.c, built by
-host/Makefile) and its exhaustive 8/16-bit float check, run from pytest so
-that CI runs them."""
+host/Makefile), run from pytest so that CI runs it (its exhaustive 8/16-bit
+float check, host/test_dtypes.py, runs in test_host_lowp.py, on each set of
+kernels)."""
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -56,14 +56,3 @@ def test_c_test_ignores_segments_of_other_jobs(tmp_path):
         stray.unlink()
         if os.path.exists(shm_path(uid)):
             os.unlink(shm_path(uid))
-
-
-@pytest.mark.skipif(not host_available(), reason="host backend not built")
-def test_half_and_8bit_float_arithmetic_matches_ml_dtypes():
-    from nccl import _discovery
-
-    p = subprocess.run([sys.executable, str(ROOT / "host" / "test_dtypes.py"),
-                        _discovery.host_backend_path()], env=clean_env(), capture_output=True,
-                       text=True, timeout=600)
-    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
-    assert p.stdout.strip().endswith("OK")
