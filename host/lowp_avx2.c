@@ -14,8 +14,9 @@
  *     vcvtps2ph exact, its high byte the code;
  *   - an e4m3 code is a half with the same fields, 8 less in the exponent
  *     and no infinity or NaN: vcvtph2ps, times 256 (exact), with the NaN
- *     codes 0x7f / 0xff set to the canonical NaN first; and back the same
- *     way, from a float on e4m3's grid;
+ *     codes 0x7f / 0xff set to the canonical NaN first (only in blocks that
+ *     hold one: a scan of the block is cheaper); and back the same way,
+ *     from a float on e4m3's grid;
  *   - bfloat16 is the high half of a float, rounded by lowp.h's integer
  *     arithmetic eight lanes at a time.
  * AVX-512 BF16's vcvtneps2bf16 is not used: it flushes subnormal inputs and
@@ -133,16 +134,43 @@ LK_ATTR static inline void st_bf16(unsigned char *p, __m256 f)
     store_high_halves(p, _mm256_add_epi32(_mm256_add_epi32(u, VI(0x7fff)), odd));
 }
 
+/* The e4m3 codes as halves: the sign to bit 15, exponent and mantissa to
+ * bits 13..7. */
+LK_ATTR static inline __m128i e4m3_halves(const unsigned char *p)
+{
+    return _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(LOAD64(p)), 7),
+                         _mm_set1_epi16((short)0xbf80));
+}
+
 LK_ATTR static inline __m256 ld_e4m3(const unsigned char *p)
 {
-    /* the sign to bit 15, exponent and mantissa to bits 13..7 */
-    __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(LOAD64(p)), 7),
-                              _mm_set1_epi16((short)0xbf80));
+    __m128i h = e4m3_halves(p);
     /* the NaN codes would be +-480: make them the half NaN 0x7e00 */
     __m128i is_nan = _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7fff)),
                                      _mm_set1_epi16(0x3f80));
     h = _mm_xor_si128(h, _mm_and_si128(is_nan, _mm_set1_epi16(0x3f80 ^ 0x7e00)));
     return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+}
+
+/* ld_e4m3 for codes none of which is NaN, and whether any of n codes is. */
+LK_ATTR static inline __m256 ld_e4m3_plain(const unsigned char *p)
+{
+    return _mm256_mul_ps(_mm256_cvtph_ps(e4m3_halves(p)), _mm256_set1_ps(256.0f));
+}
+
+LK_ATTR static inline bool e4m3_nans(const unsigned char *p, size_t n)
+{
+    const __m256i low7 = _mm256_set1_epi8(0x7f);
+    __m256i any = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
+        any = _mm256_or_si256(any, _mm256_cmpeq_epi8(_mm256_and_si256(v, low7), low7));
+    }
+    for (; i < n; i++)
+        if ((p[i] & 0x7f) == 0x7f)
+            return true;
+    return !_mm256_testz_si256(any, any);
 }
 
 LK_ATTR static inline void st_e4m3(unsigned char *p, __m256 f)
@@ -199,6 +227,8 @@ static inline uint16_t load16(const unsigned char *p)
 #define LK_LD(p) ld_e4m3(p)
 #define LK_ST(p, v) st_e4m3((p), (v))
 #define LK_DEC1(p) n4p_e4m3_decode(*(p))
+#define LK_SPECIAL(p, n) e4m3_nans((p), (n))
+#define LK_LD_PLAIN(p) ld_e4m3_plain(p)
 #include "lowp_kernels.h"
 
 #define LK_TYPE e5m2

@@ -24,6 +24,10 @@
  *   LK_LD(p), LK_ST(p, v)  load and widen / round and store LK_LANES
  *                       elements at any address
  *   LK_DEC1(p)          widen one element (the PreMulSum scalar)
+ * and optionally, for a type whose widening is cheaper without its special
+ * codes (e4m3's NaN):
+ *   LK_SPECIAL(p, n)    whether any of the n codes at p is one
+ *   LK_LD_PLAIN(p)      LK_LD for codes that are not
  * The type's macros are undefined at the end.
  *
  * Defines LK_KERNELS(LK_TYPE, LK_PATH): the type's n4p_lowp_kernels entry.
@@ -116,56 +120,81 @@ LK_INLINE LK_V LK_FN(last)(LK_V x, int op, LK_V d)
     return op == ncclAvg ? LK_DIV(x, d) : x;
 }
 
+/* the widening of a block of sources, plain when none holds a special code
+ * (one widening for a type without a plain one) */
+#ifdef LK_LD_PLAIN
+#define LK_LOAD(p) (plain ? LK_LD_PLAIN(p) : LK_LD(p))
+#else
+#define LK_LOAD(p) ((void)plain, LK_LD(p))
+#endif
+
+/* Elements [base, base + m) of the reduction (m at most BLK). */
+LK_INLINE void LK_FN(block)(unsigned char *dst, const void *const *srcs, int nsrc,
+                            size_t base, size_t m, int op, LK_V s, LK_V d, float *acc,
+                            bool plain)
+{
+    const size_t mv = m - m % LK_LANES; /* whole steps */
+    const unsigned char *p0 = (const unsigned char *)srcs[0] + base * LK_ESZ;
+    unsigned char *q = dst + base * LK_ESZ;
+    if (nsrc == 1) {
+        for (size_t i = 0; i < mv; i += LK_LANES) {
+            LK_V x = LK_FN(first)(LK_LOAD(p0 + i * LK_ESZ), op, s);
+            LK_ST(q + i * LK_ESZ, LK_FN(last)(x, op, d));
+        }
+    } else {
+        const unsigned char *p1 = (const unsigned char *)srcs[1] + base * LK_ESZ;
+        if (nsrc == 2) {
+            for (size_t i = 0; i < mv; i += LK_LANES) {
+                LK_V x = LK_FN(first)(LK_LOAD(p0 + i * LK_ESZ), op, s);
+                x = LK_FN(combine)(x, LK_LOAD(p1 + i * LK_ESZ), op, s);
+                LK_ST(q + i * LK_ESZ, LK_FN(last)(x, op, d));
+            }
+        } else {
+            for (size_t i = 0; i < mv; i += LK_LANES) {
+                LK_V x = LK_FN(first)(LK_LOAD(p0 + i * LK_ESZ), op, s);
+                LK_STF(acc + i, LK_FN(combine)(x, LK_LOAD(p1 + i * LK_ESZ), op, s));
+            }
+            for (int k = 2; k < nsrc - 1; k++) {
+                const unsigned char *pk = (const unsigned char *)srcs[k] + base * LK_ESZ;
+                for (size_t i = 0; i < mv; i += LK_LANES)
+                    LK_STF(acc + i,
+                           LK_FN(combine)(LK_LDF(acc + i), LK_LOAD(pk + i * LK_ESZ), op, s));
+            }
+            const unsigned char *pl =
+                (const unsigned char *)srcs[nsrc - 1] + base * LK_ESZ;
+            for (size_t i = 0; i < mv; i += LK_LANES) {
+                LK_V x = LK_FN(combine)(LK_LDF(acc + i), LK_LOAD(pl + i * LK_ESZ), op, s);
+                LK_ST(q + i * LK_ESZ, LK_FN(last)(x, op, d));
+            }
+        }
+    }
+    if (mv < m) {
+        const size_t off = (base + mv) * LK_ESZ, n = m - mv;
+        LK_V x = LK_FN(first)(LK_FN(load_tail)((const unsigned char *)srcs[0] + off, n),
+                              op, s);
+        for (int k = 1; k < nsrc; k++)
+            x = LK_FN(combine)(
+                x, LK_FN(load_tail)((const unsigned char *)srcs[k] + off, n), op, s);
+        LK_FN(store_tail)(dst + off, LK_FN(last)(x, op, d), n);
+    }
+}
+
 LK_INLINE void LK_FN(run)(unsigned char *dst, const void *const *srcs, int nsrc,
                           size_t count, int op, LK_V s, LK_V d)
 {
     _Alignas(64) float acc[BLK];
     for (size_t base = 0; base < count; base += BLK) {
         const size_t m = count - base < BLK ? count - base : BLK;
-        const size_t mv = m - m % LK_LANES; /* whole steps */
-        const unsigned char *p0 = (const unsigned char *)srcs[0] + base * LK_ESZ;
-        unsigned char *q = dst + base * LK_ESZ;
-        if (nsrc == 1) {
-            for (size_t i = 0; i < mv; i += LK_LANES) {
-                LK_V x = LK_FN(first)(LK_LD(p0 + i * LK_ESZ), op, s);
-                LK_ST(q + i * LK_ESZ, LK_FN(last)(x, op, d));
-            }
-        } else {
-            const unsigned char *p1 = (const unsigned char *)srcs[1] + base * LK_ESZ;
-            if (nsrc == 2) {
-                for (size_t i = 0; i < mv; i += LK_LANES) {
-                    LK_V x = LK_FN(first)(LK_LD(p0 + i * LK_ESZ), op, s);
-                    x = LK_FN(combine)(x, LK_LD(p1 + i * LK_ESZ), op, s);
-                    LK_ST(q + i * LK_ESZ, LK_FN(last)(x, op, d));
-                }
-            } else {
-                for (size_t i = 0; i < mv; i += LK_LANES) {
-                    LK_V x = LK_FN(first)(LK_LD(p0 + i * LK_ESZ), op, s);
-                    LK_STF(acc + i, LK_FN(combine)(x, LK_LD(p1 + i * LK_ESZ), op, s));
-                }
-                for (int k = 2; k < nsrc - 1; k++) {
-                    const unsigned char *pk = (const unsigned char *)srcs[k] + base * LK_ESZ;
-                    for (size_t i = 0; i < mv; i += LK_LANES)
-                        LK_STF(acc + i,
-                               LK_FN(combine)(LK_LDF(acc + i), LK_LD(pk + i * LK_ESZ), op, s));
-                }
-                const unsigned char *pl =
-                    (const unsigned char *)srcs[nsrc - 1] + base * LK_ESZ;
-                for (size_t i = 0; i < mv; i += LK_LANES) {
-                    LK_V x = LK_FN(combine)(LK_LDF(acc + i), LK_LD(pl + i * LK_ESZ), op, s);
-                    LK_ST(q + i * LK_ESZ, LK_FN(last)(x, op, d));
-                }
-            }
+#ifdef LK_SPECIAL
+        bool special = false;
+        for (int k = 0; k < nsrc && !special; k++)
+            special = LK_SPECIAL((const unsigned char *)srcs[k] + base * LK_ESZ, m);
+        if (!special) {
+            LK_FN(block)(dst, srcs, nsrc, base, m, op, s, d, acc, true);
+            continue;
         }
-        if (mv < m) {
-            const size_t off = (base + mv) * LK_ESZ, n = m - mv;
-            LK_V x = LK_FN(first)(LK_FN(load_tail)((const unsigned char *)srcs[0] + off, n),
-                                  op, s);
-            for (int k = 1; k < nsrc; k++)
-                x = LK_FN(combine)(
-                    x, LK_FN(load_tail)((const unsigned char *)srcs[k] + off, n), op, s);
-            LK_FN(store_tail)(dst + off, LK_FN(last)(x, op, d), n);
-        }
+#endif
+        LK_FN(block)(dst, srcs, nsrc, base, m, op, s, d, acc, false);
     }
 }
 
@@ -203,3 +232,6 @@ LK_ATTR static void LK_FN(reduce)(const n4p_redspec *rs, void *dst, const void *
 #undef LK_LD
 #undef LK_ST
 #undef LK_DEC1
+#undef LK_SPECIAL
+#undef LK_LD_PLAIN
+#undef LK_LOAD
