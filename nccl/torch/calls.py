@@ -74,13 +74,13 @@ class Calls:
         self._drain()
         self._execute(calls, staged)
 
-    def _execute(self, calls: list, staged: Sequence = ()) -> None:
-        """Run the calls (one NCCL group when several), then copy the staged
-        outputs back."""
+    def _execute(self, calls: list, staged: Sequence = (), always_group: bool = False) -> None:
+        """Run the calls (one NCCL group when several, or always when
+        *always_group*), then copy the staged outputs back."""
         try:
-            if len(calls) == 1:
+            if len(calls) == 1 and not always_group:
                 calls[0]()
-            elif calls:
+            elif calls or always_group:
                 with nc.group():
                     for call in calls:
                         call()
@@ -105,15 +105,7 @@ class Calls:
     def _run_group(self, calls: list, staged: list) -> None:
         """Sends and receives: always one group, even a single one."""
         self._drain()
-        try:
-            with nc.group():
-                for call in calls:
-                    call()
-        except NCCLError:
-            self._failed = True
-            raise
-        for s in staged:
-            s.back()
+        self._execute(calls, staged, always_group=True)
 
 
 def overlap(a, b) -> bool:
