@@ -26,8 +26,9 @@ LDFLAGS = SAN if _SANITIZE == "1" else []
 
 
 def _regenerate():
-    gen = os.path.join(HERE, "tools", "gen_api.py")
-    if os.path.exists(gen):
+    """Rewrite what the tables of src/*.def give (C and Python) when stale."""
+    gen = os.path.join(HERE, "tools", "gen")
+    if os.path.isdir(gen):
         subprocess.check_call([sys.executable, gen])
 
 

@@ -30,10 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def build_noop(outdir: Path) -> Path:
     sys.path.insert(0, str(ROOT / "tools"))
-    import gen_api
+    from gen import api as gen_api
+    from gen import stub
 
     src = outdir / "noop.c"
-    src.write_text(gen_api.gen_stub_c(gen_api.parse_table(), noop=True))
+    src.write_text(stub.gen_stub_c(gen_api.parse_table(), noop=True))
     lib = outdir / "libnccl_noop.so"
     subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", f"-I{ROOT / 'src'}",
                     "-o", str(lib), str(src)], check=True)

@@ -35,7 +35,7 @@ Measures, in one invocation:
 and prints one table with the ratios against their goals.
 
 The library.  Every call goes to a *no-op library* generated from the API
-table (tools/gen_api.py, every function returns ncclSuccess at once) with
+table (tools/gen/stub.py, every function returns ncclSuccess at once) with
 three additions compiled in here: ncclCommCount writes 1 and ncclCommUserRank
 writes 0 (nccl.core asks for the size and rank of a communicator), and the
 library exports ``nccl4pyHostBackend()``, the marker of a host-memory library,
@@ -192,7 +192,8 @@ EXPORT %(rank)s
 
 def build_noop(outdir: Path) -> Path:
     sys.path.insert(0, str(ROOT / "tools"))
-    import gen_api
+    from gen import api as gen_api
+    from gen import stub
 
     entries = {e.name: e for e in gen_api.parse_table()}
     ar, cnt, rk = entries["ncclAllReduce"], entries["ncclCommCount"], entries["ncclCommUserRank"]
@@ -208,7 +209,7 @@ def build_noop(outdir: Path) -> Path:
         "rank_out": rk.params[1].name,
     }
     src = outdir / "noop_host.c"
-    src.write_text(gen_api.gen_stub_c(list(entries.values()), noop=True) + extra)
+    src.write_text(stub.gen_stub_c(list(entries.values()), noop=True) + extra)
     lib = outdir / "libnccl_noop_host.so"
     omit = [f"-DSTUB_OMIT_{n}" for n in ("ncclAllReduce", "ncclAllReduceConfig", "ncclCommCount",
                                           "ncclCommUserRank")]

@@ -61,7 +61,7 @@ static ncclResult_t check_and_submit(int kind, const void *sendbuff, void *recvb
 }
 
 /* A collective with a config form: its parameters are the API table's
- * (api_decls.h); it submits `cnt` elements with `op_` and `root_` (0 and -1
+ * (src/gen/host_api_decls.h); it submits `cnt` elements with `op_` and `root_` (0 and -1
  * where it has none). */
 #define HOST_COLL(name, kind, cnt, op_, root_)                                       \
     N4P_EXPORT ncclResult_t name(N4P_PARAMS_##name)                                  \

@@ -58,7 +58,7 @@ static ncclResult_t check_config(const char *fn, ncclComm_t comm,
 }
 
 /* nccl<Name>Config(<the plain parameters>, config): the config checked, then
- * the plain call.  The parameters are the API table's (api_decls.h), so each
+ * the plain call.  The parameters are the API table's (src/gen/host_api_decls.h), so each
  * definition matches its declaration there. */
 #define CONFIG_COLL(name)                                                               \
     N4P_EXPORT ncclResult_t name##Config(N4P_PARAMS_##name, const ncclCollConfig_t *config) \

@@ -17,7 +17,7 @@
 #include <sys/types.h>
 
 #include "nccl_api.h"
-#include "api_decls.h"
+#include "gen/host_api_decls.h"
 
 /* Everything declared below is internal to the library, even when it is
  * built without -fvisibility=hidden; the API is exported explicitly. */

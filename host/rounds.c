@@ -43,7 +43,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "enum_names.h"
+#include "gen/enum_names.h"
 #include "transport.h"
 
 void *n4p_eager(ncclComm_t c, int k, uint64_t round)
@@ -112,7 +112,7 @@ ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse, int d
 
 /* A call as the messages show it: "ncclReduce(count=4, float32, op=sum,
  * root=1)", with op only for reductions and root only where there is one
- * (the names are the trace's: src/enum_names.h). */
+ * (the names are the trace's: src/gen/enum_names.h). */
 static void describe_call(char *buf, size_t size, const n4p_desc *d)
 {
     static const char *const op_names[] = {N4P_NAMES_ncclRedOp_t};

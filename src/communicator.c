@@ -26,7 +26,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "coll_docs.h"
+#include "gen/coll_docs.h"
 
 /* ----------------------------------------------------------- the table */
 

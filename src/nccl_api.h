@@ -26,7 +26,7 @@ extern "C" {
 
 /* nccl.h's single #defines (NCCL_UNIQUE_ID_BYTES, NCCL_CONFIG_UNDEF_INT, ...),
  * from enums.def. */
-#include "nccl_constants.h"
+#include "gen/nccl_constants.h"
 /* The magic of NCCL_SIM_INFO_INITIALIZER (a literal in nccl.h). */
 #define NCCL_SIM_INFO_MAGIC 0x74685283u
 

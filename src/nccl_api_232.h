@@ -12,7 +12,7 @@
 #define NCCL4PY_NCCL_API_232_H
 
 /* ncclParamHandle_t is in nccl_api.h, NCCL_COLLCONFIG_INITIALIZER in the
- * generated nccl_constants.h; the structs with Python classes come from
+ * generated gen/nccl_constants.h; the structs with Python classes come from
  * structs.def. */
 
 /* ncclTeam_t and ncclMultimemHandle_t (passed by value) are declared from

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "enum_names.h"
+#include "gen/enum_names.h"
 #include "gpu_runtime.h"
 
 n4p_trace_settings n4p_tsettings;

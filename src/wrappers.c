@@ -1,6 +1,6 @@
 /*
  * wrappers.c - the hand-written wrappers of the API table (flag "hand"):
- * the ones whose logic is no pattern of tools/gen_api.py.  Their names,
+ * the ones whose logic is no pattern of tools/gen.  Their names,
  * docstrings and method-table entries are generated like the others'.
  *
  *   comm_init_all   returns a list of ndev new Comm objects (ndev 0: []

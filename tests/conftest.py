@@ -50,12 +50,12 @@ def cc() -> str:
 def build_stub(name: str, *, noop: bool = False, omit: tuple[str, ...] = (),
                outdir: Path | None = None, extra_c: str = "", host_memory: bool = False) -> Path:
     """Compile the recording (or no-op) stub library as `name` and return its path."""
-    import gen_api
+    from gen import api, stub
 
     outdir = outdir or _STUB_DIR
     outdir.mkdir(parents=True, exist_ok=True)
     src = outdir / (name.replace(".", "_") + ".c")
-    text = gen_api.gen_stub_c(gen_api.parse_table(), noop=noop) + extra_c
+    text = stub.gen_stub_c(api.parse_table(), noop=noop) + extra_c
     src.write_text(text)
     out = outdir / name
     cmd = [cc(), "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",

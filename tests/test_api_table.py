@@ -1,52 +1,19 @@
-"""The API table itself: generated code is current (and the check covers
-every generated file), every entry's C signature agrees with a real NCCL
+"""The API table itself: every entry's C signature agrees with a real NCCL
 header when one is on the machine, and the host backend exports exactly the
-entries the table says it implements."""
+entries the table says it implements (tests/test_generator.py: the generated
+files are current)."""
 from __future__ import annotations
 
 import ctypes
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import gen_api
+from gen import api as gen_api
 import pytest
 
 from conftest import REAL_NCCL, ROOT, nccl_header_text, nccl_include_dir
-
-
-def test_generated_files_are_current():
-    p = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_api.py"), "--check"],
-                       capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-
-
-def test_the_check_covers_every_generated_file(tmp_path):
-    """In a copy of the tree, each generated file (and each generated part of
-    a hand-kept file) made stale in turn fails `--check`, naming it."""
-    files = gen_api.generated_files()
-    assert {p.name for p in (ROOT / "src" / "gen").iterdir()} == \
-        {p.name for p in files if p.parent == ROOT / "src" / "gen"}
-    assert {ROOT / "host" / "api_decls.h", ROOT / "nccl" / "_nccl.pyi",
-            ROOT / "nccl" / "_runtime.py"} <= set(files)
-    for sub in ("tools", "src", "host", "nccl"):
-        shutil.copytree(ROOT / sub, tmp_path / sub,
-                        ignore=shutil.ignore_patterns("*.so", "*.o", "__pycache__", "_lib"))
-    check = [sys.executable, str(tmp_path / "tools" / "gen_api.py"), "--check"]
-    assert subprocess.run(check, capture_output=True).returncode == 0
-    for path in files:
-        rel = path.relative_to(ROOT)
-        copy = tmp_path / rel
-        good = copy.read_text()
-        marker = "# ---- END generated"
-        # inside the generated part where there is one
-        stale = good.replace(marker, "x = 1\n" + marker) if marker in good else good + "\n"
-        copy.write_text(stale)
-        p = subprocess.run(check, capture_output=True, text=True)
-        copy.write_text(good)
-        assert p.returncode == 1 and str(rel) in p.stderr, (rel, p.stderr)
 
 
 def test_the_host_backend_exports_what_the_table_says():

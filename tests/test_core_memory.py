@@ -121,7 +121,7 @@ def gpu_lib(tmp_path_factory):
 
 
 def _out_ptr(entry_name: str) -> int:
-    import gen_api
+    from gen import api as gen_api
 
     table = gen_api.parse_table()
     return 0x5EED0000 + [e.pyname for e in table].index(entry_name)

@@ -13,7 +13,7 @@ import inspect
 import pydoc
 import re
 
-import gen_api
+from gen import api as gen_api
 import pytest
 
 import nccl._nccl as ext

@@ -71,7 +71,7 @@ def test_unknown_values_never_raise_but_wrong_types_do():
 
 
 def test_communicator_decodes_with_the_loaded_library(recording_stub):
-    # The stub reports gin_type 5 and railed_gin_type 4 (see tools/gen_api.py).
+    # The stub reports gin_type 5 and railed_gin_type 4 (see tools/gen/stub.py).
     from nccl import _nccl
 
     family, version = _nccl.library_family(), _nccl.get_version()

@@ -10,12 +10,13 @@ import subprocess
 
 import pytest
 
-import gen_types
+import gen
+from gen import enums as gen_enums
 from conftest import REAL_NCCL, ROOT, cc, nccl_header_text
 import nccl.core
 from nccl import _enums
 
-ENUMS = gen_types.parse_enums()
+ENUMS = gen_enums.parse_enums()
 C_ENUMS = [e for e in ENUMS if e.c]
 DEFINES = [e for e in ENUMS if e.defines]  # nccl.h's #define groups
 
@@ -31,9 +32,8 @@ NO_DOC = _Undocumented.__doc__
 
 def _copy_tree(root):
     """The tables and every generated file, copied under root."""
-    inputs = [ROOT / "src" / n for n in
-              ("dtypes.def", "structs.def", "collectives.def", "enums.def", "nccl_api.def")]
-    for path in [*inputs, *gen_types.generated(ROOT)]:
+    inputs = [ROOT / table for table in gen.TABLES]
+    for path in [*inputs, *gen.generated(ROOT)]:
         dest = root / path.relative_to(ROOT)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(path.read_text())
@@ -41,7 +41,7 @@ def _copy_tree(root):
 
 
 def _stale(root):
-    out = gen_types.generated(root)
+    out = gen.generated(root)
     return {p.relative_to(root).as_posix(): text for p, text in out.items() if p.read_text() != text}
 
 
@@ -55,9 +55,9 @@ def test_a_member_added_to_the_table_reaches_every_output(tmp_path):
         count, "N4P_VALUE(ncclRedOp_t, ncclBitAnd, BitAnd, 5)\n"
                "N4P_COUNT(ncclRedOp_t, ncclNumOps, NumOps, 6)"))
     stale = _stale(root)
-    assert set(stale) == {"nccl/_enums.py", "src/enum_names.h", "nccl/core/typing.py"}
+    assert set(stale) == {"nccl/_enums.py", "src/gen/enum_names.h", "nccl/core/typing.py"}
     assert "    BitAnd = 5\n    NumOps = 6\n" in stale["nccl/_enums.py"]
-    assert '[ncclBitAnd] = "bitand"' in stale["src/enum_names.h"]
+    assert '[ncclBitAnd] = "bitand"' in stale["src/gen/enum_names.h"]
     # nccl.core's NcclRedOp: a member, and a module-level name in __all__
     assert "    AVG = 4\n    BIT_AND = 5\n" in stale["nccl/core/typing.py"]
     assert "BIT_AND = NcclRedOp.BIT_AND\n" in stale["nccl/core/typing.py"]
@@ -95,7 +95,7 @@ def test_a_member_added_to_the_table_reaches_every_output(tmp_path):
     ("N4P_DEFINES(NCCL_X, X, FLAG, \"\")\nN4P_ENUM_END(NCCL_X)", "N4P_ENUM_END of no open"),
 ])
 def test_bad_table_lines_are_refused(tmp_path, line, error):
-    _refused(tmp_path, line, error, gen_types.parse_enums)
+    _refused(tmp_path, line, error, gen_enums.parse_enums)
 
 
 def _refused(tmp_path, line, error, parse):
@@ -111,7 +111,7 @@ def test_every_member_reaches_python(e):
     cls = getattr(_enums, e.pyname)
     assert [(n, int(m)) for n, m in cls.__members__.items()] == [
         (m.pyname, m.number) for m in e.members]
-    assert [b.__name__ for b in cls.__bases__] == gen_types.ENUM_BASES[e.base].split(", ")
+    assert [b.__name__ for b in cls.__bases__] == gen_enums.ENUM_BASES[e.base].split(", ")
     if e.doc:  # cleaned, as below
         want = inspect.cleandoc("\n    ".join(e.doc.splitlines()))
         assert inspect.cleandoc(cls.__doc__ or "") == want
@@ -131,7 +131,7 @@ def test_every_member_reaches_nccl_core(e):
     own = [m for m in e.members if not m.count and m.pyname not in core.skip]
     assert own
     for m in own:
-        member = cls[gen_types.core_name(m.pyname)]
+        member = cls[gen_enums.core_name(m.pyname)]
         assert int(member) == m.number
         if bindings is not None:
             assert int(bindings[m.pyname]) == m.number
@@ -142,7 +142,7 @@ def test_every_member_reaches_nccl_core(e):
         if core.constants:
             assert getattr(module, member.name) is member and member.name in module.__all__
     if core.base != "METHODS":
-        assert [b.__name__ for b in cls.__bases__] == gen_types.ENUM_BASES[core.base].split(", ")
+        assert [b.__name__ for b in cls.__bases__] == gen_enums.ENUM_BASES[core.base].split(", ")
         # compared cleaned: Python 3.13 strips a docstring's indentation when compiling
         want = inspect.cleandoc("\n    ".join(core.doc.splitlines())) if core.doc else NO_DOC
         assert (inspect.cleandoc(cls.__doc__) if cls.__doc__ else None) == want
@@ -220,7 +220,7 @@ def test_define_groups_are_those_of_the_real_nccl_headers():
         assert ours == theirs, e.ctype
 
 
-CONSTANTS = gen_types.parse_constants()
+CONSTANTS = gen_enums.parse_constants()
 
 
 def test_every_constant_reaches_c_and_python(tmp_path):
@@ -250,7 +250,7 @@ def test_every_constant_reaches_c_and_python(tmp_path):
             continue
         value, floating = float(out[c.cname][0]), out[c.cname][1] == "1"
         assert value == c.number and floating == isinstance(c.number, float), c.cname
-        named, public = gen_types.CONSTANT_PLACES[c.where]
+        named, public = gen_enums.CONSTANT_PLACES[c.where]
         if named:
             got = getattr(constants, c.pyname)
             assert got == c.number and type(got) is type(c.number), c.pyname
@@ -272,9 +272,9 @@ def _c_value(text):
         text = text[1:-1].strip()
     if text in names:
         return names[text]
-    if gen_types.FLOAT_LITERAL.fullmatch(text):
+    if gen_enums.FLOAT_LITERAL.fullmatch(text):
         return float(text.rstrip("fFlL"))
-    assert gen_types.INT_LITERAL.fullmatch(text), text
+    assert gen_enums.INT_LITERAL.fullmatch(text), text
     return int(text.rstrip("uUlL"), 0)
 
 
@@ -298,8 +298,8 @@ def test_a_constant_added_to_the_table_reaches_c_and_python(tmp_path):
         last, last + "\nN4P_CONSTANT(NCCL_NEW, NCCL_NEW_PY, 0x10u, ALL)"
                      "\nN4P_CONSTANT(NCCL_NEW_C, -, 2.5f, C)"))
     stale = _stale(root)
-    assert set(stale) == {"src/nccl_constants.h", "nccl/core/constants.py"}
-    assert "#define NCCL_NEW 0x10u\n#define NCCL_NEW_C 2.5f\n" in stale["src/nccl_constants.h"]
+    assert set(stale) == {"src/gen/nccl_constants.h", "nccl/core/constants.py"}
+    assert "#define NCCL_NEW 0x10u\n#define NCCL_NEW_C 2.5f\n" in stale["src/gen/nccl_constants.h"]
     text = stale["nccl/core/constants.py"]
     assert "NCCL_MAGIC = 0xcafebeef\nNCCL_NEW_PY = 0x10\n__all__ +=" in text
     assert '"NCCL_UNDEF_FLOAT", "NCCL_NEW_PY"]' in text and "NCCL_NEW_C" not in text
@@ -314,7 +314,7 @@ def test_a_constant_added_to_the_table_reaches_c_and_python(tmp_path):
     ("N4P_CONSTANT(NCCL_X, X, 1 + 2, ALL)", "a literal"),
 ])
 def test_bad_constant_lines_are_refused(tmp_path, line, error):
-    _refused(tmp_path, line, error, gen_types.parse_constants)
+    _refused(tmp_path, line, error, gen_enums.parse_constants)
 
 
 @pytest.mark.parametrize("e", [e for e in ENUMS if e.core], ids=lambda e: e.core.name)
@@ -354,4 +354,4 @@ def test_a_class_added_to_the_table_is_named_by_its_modules_and_nccl_core(tmp_pa
 def test_bad_core_also_lines_are_refused(tmp_path, line):
     """Its own module, a module it is in already, an enum without a class of
     nccl.core."""
-    _refused(tmp_path, line, "N4P_CORE_ALSO", gen_types.parse_enums)
+    _refused(tmp_path, line, "N4P_CORE_ALSO", gen_enums.parse_enums)

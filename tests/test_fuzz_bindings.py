@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import os
 
-import gen_api
+from gen import api as gen_api
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings

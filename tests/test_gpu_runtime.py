@@ -195,7 +195,7 @@ def test_real_cudart_device_count_never_crashes():
 def test_the_layer_is_the_table():
     """The C symbols bound, the Python functions and nccl._runtime's names all
     come from src/gpu_runtime.def."""
-    import gen_gpu
+    from gen import gpu as gen_gpu
 
     from nccl import _nccl, _runtime
 

@@ -150,12 +150,12 @@ def test_dropped_pending_handle_is_never_written_behind_its_back(stub_dir, tmp_p
     import subprocess
     import sys
 
-    import gen_api
+    from gen import api, stub
     from conftest import ROOT, cc, clean_env
 
     sanitized = bool(os.environ.get("NCCL4PY_SANITIZED_TREE"))
     src = tmp_path / "late_writer.c"
-    src.write_text(gen_api.gen_stub_c(gen_api.parse_table(), noop=False) + LATE_WRITER)
+    src.write_text(stub.gen_stub_c(api.parse_table(), noop=False) + LATE_WRITER)
     lib = tmp_path / "liblate_writer.so"
     # under tools/sanitize.sh the library's late write is instrumented too, and
     # every Python object is malloc'd: a write into a freed object is reported

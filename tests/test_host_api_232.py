@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-import gen_api
+from gen import api as gen_api
 
 from conftest import REAL_NCCL
 from host_ctypes import LAYOUT_PROBE, gcc, real_headers
@@ -43,11 +43,11 @@ def test_table_prototypes_are_those_of_nccl_2_32_3(tmp_path):
 
 
 def test_host_declarations_compile_after_nccl_2_32_3(tmp_path):
-    """host/api_decls.h (what the host backend defines) after NCCL's header."""
+    """src/gen/host_api_decls.h (what the host backend defines) after NCCL's header."""
     inc = real_headers(tmp_path)
     body = ("#include <nccl.h>\n#include <nccl_device/host.h>\n"
             "#define NCCL4PY_NCCL_API_H\n" + CXX_NAMES
-            + '#include "api_decls.h"\nint main(void) { return 0; }\n')
+            + '#include "gen/host_api_decls.h"\nint main(void) { return 0; }\n')
     p = gcc(tmp_path, "host_decls", body, inc)
     assert p.returncode == 0, p.stderr[-3000:]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-import gen_api
+from gen import api as gen_api
 import pytest
 
 import nccl.bindings as b

@@ -69,7 +69,7 @@ def test_sdist_is_complete(dists):
     for required in ("LICENSE", "README.md", "setup.py", "pyproject.toml", "MANIFEST.in",
                      "src/nccl_api.def", "src/nccl_api.h", "src/gen/api_table.h",
                      "src/gen/wrappers.c", "host/comm_init.c", "host/internal.h",
-                     "host/Makefile", "tools/gen_api.py", "tests/conftest.py",
+                     "host/Makefile", "tools/gen/__main__.py", "tests/conftest.py",
                      "tests/producers.c", "examples/01_basic/_common.py", "docs/api.md",
                      "docs/environment.md", "CHANGELOG.md"):
         assert required in names, required

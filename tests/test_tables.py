@@ -3,13 +3,14 @@ generated parts are current, and C and Python agree with every line."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-import gen_types
+import gen
+from gen import collectives as gen_colls
+from gen import dtypes as gen_dtypes
+from gen import structs as gen_structs
 import nccl.bindings as b
 import nccl.core as nc
 from conftest import ROOT, host_available
@@ -17,14 +18,8 @@ from host_ranks import run_ranks
 from nccl import _dtypes, _nccl
 from nccl._errors import NcclInvalid
 
-DTYPES, BOOL_AS = gen_types.parse_dtypes()
-STRUCTS = gen_types.parse_structs()
-
-
-def test_generated_parts_are_current():
-    p = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_types.py"), "--check"],
-                       capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
+DTYPES, BOOL_AS = gen_dtypes.parse_dtypes()
+STRUCTS = gen_structs.parse_structs()
 
 
 def _tree_with(tmp_path, table, old, new):
@@ -32,18 +27,17 @@ def _tree_with(tmp_path, table, old, new):
     by new in one table: the generated files that become stale, with their
     new text."""
     root = tmp_path / "tree"
-    inputs = [ROOT / "src" / name for name in
-              ("dtypes.def", "structs.def", "collectives.def", "enums.def", "nccl_api.def")]
-    for path in [*inputs, *gen_types.generated(ROOT)]:
+    inputs = [ROOT / table for table in gen.TABLES]
+    for path in [*inputs, *gen.generated(ROOT)]:
         rel = path.relative_to(ROOT)
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(path.read_text())
     assert all((root / p.relative_to(ROOT)).read_text() == text
-               for p, text in gen_types.generated(ROOT).items())
+               for p, text in gen.generated(ROOT).items())
     path = root / "src" / table
     assert old in path.read_text()
     path.write_text(path.read_text().replace(old, new))
-    return {p.relative_to(root).as_posix(): text for p, text in gen_types.generated(root).items()
+    return {p.relative_to(root).as_posix(): text for p, text in gen.generated(root).items()
             if p.read_text() != text}
 
 
@@ -109,9 +103,9 @@ def test_every_struct_field_reaches_c(s):
 
 
 def test_core_uses_the_field_table():
-    config = gen_types._struct(STRUCTS, "Config")
+    config = gen_structs._struct(STRUCTS, "Config")
     assert set(nc.NCCLConfig.FIELDS) == {f.pyname for f in config.fields if f.api != "-"}
-    props = [f.pyname for f in gen_types._struct(STRUCTS, "CommProperties").fields
+    props = [f.pyname for f in gen_structs._struct(STRUCTS, "CommProperties").fields
              if f.api == "PROP"]
     assert all(isinstance(getattr(nc.Communicator, p), property) for p in props)
     d = nc.WaitSignalDesc(peer=3, op_count=2, signal_index=1, context=5)._lowpp
@@ -123,7 +117,7 @@ def test_coll_config_uses_the_field_table():
 
     from nccl.core.coll_config import _materialize
 
-    exposed = gen_types._api_fields(STRUCTS, "CollConfig")
+    exposed = gen_structs._api_fields(STRUCTS, "CollConfig")
     assert [a.name for a in exposed] + ["vendor_options"] == \
         [f.name for f in dataclasses.fields(nc.NCCLCollConfig)]
     given = {"INT": 3, "BOOL": True, "STR": "ring"}
@@ -143,14 +137,14 @@ def test_vendor_options_use_the_field_table():
 
     from nccl.core.coll_config import _materialize
 
-    parts = gen_types._vendor_parts(STRUCTS)
-    key = [f for part, s in parts if not s.union for f in gen_types._arg_fields(s)]
-    values = [f for part, s in parts if s.union for f in gen_types._arg_fields(s)]
+    parts = gen_structs._vendor_parts(STRUCTS)
+    key = [f for part, s in parts if not s.union for f in gen_structs._arg_fields(s)]
+    values = [f for part, s in parts if s.union for f in gen_structs._arg_fields(s)]
     assert [f.name for f in dataclasses.fields(nc.VendorOption)] == \
         [f.api_args[0] for f in key + values] == \
         ["vendor_id", "option_id", "int_value", "str_value", "raw_value"]
     given = {"int": 3, "str": "ring"}
-    options = [nc.VendorOption(7, i, **{f.api_args[0]: given.get(gen_types.KINDS[f.kind], 0x1234)})
+    options = [nc.VendorOption(7, i, **{f.api_args[0]: given.get(gen_structs.KINDS[f.kind], 0x1234)})
                for i, f in enumerate(values)]
     held = _materialize(nc.NCCLCollConfig(vendor_options=options))
     assert held.ptr == held.cfg.ptr and held.cfg.ext == held.nodes[0].ptr
@@ -161,7 +155,7 @@ def test_vendor_options_use_the_field_table():
 
 
 def test_pyi_struct_classes_render_every_field():
-    tree = ast.parse(gen_types.render_pyi_structs())
+    tree = ast.parse(gen_structs.render_pyi_structs())
     classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
     assert set(classes) == {s.pyname for s in STRUCTS}
     for s in STRUCTS:
@@ -174,7 +168,7 @@ def test_pyi_struct_classes_render_every_field():
         assert names == {f for f, _, _ in _nccl._struct_layouts()[s.pyname][1]}
 
 
-COLLS, RULES = gen_types.parse_collectives()
+COLLS, RULES = gen_colls.parse_collectives()
 
 
 @pytest.mark.parametrize("c", COLLS, ids=lambda c: c.method)
@@ -207,7 +201,7 @@ def test_every_c_method_has_a_signature():
 
 
 def test_pyi_methods_render_the_table():
-    tree = ast.parse("class C:\n" + gen_types.render_pyi_communicator())
+    tree = ast.parse("class C:\n" + gen_colls.render_pyi_communicator())
     methods = {f.name: f for f in tree.body[0].body}
     assert list(methods) == [c.method for c in COLLS]
     for c in COLLS:
@@ -230,7 +224,7 @@ def test_docstring_examples_run(tmp_path, nranks):
 def test_the_trace_compares_the_send_count_of_the_calls_the_table_says():
     from nccl import trace
 
-    same = set(gen_types.same_count(COLLS))
+    same = set(gen_colls.same_count(COLLS))
     assert trace._SAME_COUNT == same
     assert {"allreduce", "gather"} <= same and not {"broadcast", "alltoallv", "send"} & same
 
@@ -246,7 +240,7 @@ def test_a_collective_added_to_the_table_reaches_the_trace(tmp_path):
 def test_the_bench_knows_the_rccl_only_calls_from_the_tables():
     """A collective of the benchmark is RCCL-only where the function its
     Communicator method calls is an ``rccl`` entry of the API table."""
-    import gen_api
+    from gen import api as gen_api
     from nccl.bench.collectives import COLLECTIVES, method_name
 
     rccl = {e.name for e in gen_api.parse_table() if e.since == "rccl"}

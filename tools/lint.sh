@@ -9,7 +9,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 PY=${PYTHON:-python3}
 PYINC=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
-"$PY" tools/gen_api.py   # src/gen/ must exist
+"$PY" tools/gen   # src/gen/ must be current
 SRC=$(ls src/*.c src/gen/*.c)
 HOST=$(ls host/*.c | grep -v '/test_')
 TOOLS=${LINT_TOOLS:-cppcheck clang-tidy}
