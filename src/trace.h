@@ -8,7 +8,7 @@
  * addresses, stream, group depth), when (enqueue, start, end) and how it
  * ended.  The communicator's C methods feed it through a handful of hooks:
  *
- *   begin / end      around the method body (communicator.c's GUARDED)
+ *   begin / end      around the method body (communicator.c: call_method)
  *   note_*           from the shared helpers that parse the arguments
  *                    (buffers, op, root/peer, stream) and the status
  *   check            where every use of the communicator is validated: a
