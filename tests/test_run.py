@@ -374,6 +374,22 @@ def test_split_command(argv, expected):
     assert launcher.split_command(argv) == expected
 
 
+def test_split_command_skips_the_value_of_every_option_the_parser_has():
+    """Each option of the parser that takes a value (and only those) is
+    followed by its value, never taken for the program."""
+    parser = launcher.build_parser()
+    for action in parser._actions:
+        for opt in action.option_strings:
+            if opt == "-m":
+                continue
+            argv = [opt, "4", "prog.py"] if action.nargs != 0 else [opt, "prog.py"]
+            assert launcher.split_command(argv) == (argv[:-1], None, ["prog.py"]), opt
+    # an option added to the parser is known at once
+    parser.add_argument("--new-value", metavar="V")
+    assert "--new-value" in launcher.value_options(parser)
+    assert launcher.value_options(launcher.build_parser()) == launcher._VALUE_OPTIONS
+
+
 def test_select_backend(tmp_path):
     nodev = tmp_path / "empty"
     nodev.mkdir()

@@ -36,9 +36,6 @@ GRACE_SECONDS = 3.0      # between SIGTERM and SIGKILL when stopping ranks
 CHUNK_BYTES = 64 * 1024  # output is forwarded in pieces of at most this size
 _KILL_WAIT_SECONDS = 5.0  # after SIGKILL, before giving up on a rank
 
-# Options that take a separate value; used to find where the program starts.
-_VALUE_OPTIONS = frozenset({"-n", "-np", "--nranks", "--backend", "--timeout"})
-
 _DESCRIPTION = """\
 Start N ranks of a Python program on this machine, all sharing one NCCL
 unique id created here by the selected library.  Inside the program,
@@ -134,6 +131,17 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("args", nargs="*", metavar="args",
                         help="arguments for the program")
     return parser
+
+
+def value_options(parser: argparse.ArgumentParser) -> frozenset[str]:
+    """The option strings of *parser* that take a separate value, but ``-m``
+    (where the program starts: split_command() handles it)."""
+    return frozenset(s for action in parser._actions if action.nargs != 0
+                     for s in action.option_strings) - {"-m"}
+
+
+# Used to find where the program starts: derived from the parser, never a copy.
+_VALUE_OPTIONS = value_options(build_parser())
 
 
 def split_command(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
