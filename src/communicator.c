@@ -273,7 +273,7 @@ parse_call(PyObject *mod, commobj *self, const coll_t *d, n4p_job *j, PyObject *
     if (d->at[A_OP] >= 0) {
         if (get_op(mod, self, j->args[d->at[A_OP]], &c->op) < 0)
             return -1;
-        n4p_trace_note_int(j->te, "op", c->op);
+        n4p_trace_note_int(j->te, N4P_TF_REDOP, c->op);
     }
     if (d->rank_role != A_NONE) {
         PyObject *o = j->args[d->at[d->rank_role]];
@@ -281,7 +281,7 @@ parse_call(PyObject *mod, commobj *self, const coll_t *d, n4p_job *j, PyObject *
             get_rank(mod, self, o, n4p_coll_keywords[d->rank_role], &c->root) < 0)
             return -1;
         if (c->root >= 0)
-            n4p_trace_note_int(j->te, n4p_coll_keywords[d->rank_role], c->root);
+            n4p_trace_note_int(j->te, d->rank_role == A_PEER ? N4P_TF_PEER : N4P_TF_ROOT, c->root);
     }
     c->config = NULL;
     if (d->at[A_CONFIG] >= 0 && j->args[d->at[A_CONFIG]] != NULL &&
@@ -379,7 +379,7 @@ call_method(commobj *self, PyTypeObject *cls, int which, PyObject *const *args,
     n4p_trace_entry *outer = n4p_trace_cur, *te = NULL; /* the flight recorder (trace.h) */
     if (ensure_info(mod, self) < 0 ||
         n4p_trace_begin(mod, &self->trace, &self->owner, self->comm, self->rank, self->nranks,
-                        d->name, &te) < 0) {
+                        d->name, d->rank_role == A_PEER, &te) < 0) {
         n4p_comm_leave(self);
         return NULL;
     }

@@ -252,7 +252,7 @@ n4p_trace_free(n4p_trace *t)
 
 int
 n4p_trace_begin(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t comm, int rank,
-                int nranks, const char *op, n4p_trace_entry **out)
+                int nranks, const char *op, int p2p, n4p_trace_entry **out)
 {
     *out = NULL;
     n4p_trace *t = *slot;
@@ -266,7 +266,7 @@ n4p_trace_begin(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t
     t->nranks = nranks;
     n4p_trace_entry *e = &t->ring[t->n++ % t->cap];
     e->op = op;
-    e->p2p = op[0] == 's' ? op[1] == 'e' : op[0] == 'r' && op[2] == 'c'; /* send, recv */
+    e->p2p = p2p != 0;
     e->seq = e->p2p ? ++t->p2p_seq : ++t->seq;
     e->status = -1; /* not in the library (yet) */
     e->dtype = e->redop = e->root = e->peer = -1;

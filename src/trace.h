@@ -121,9 +121,10 @@ int n4p_trace_settings_load(PyObject *mod); /* 0, or -1 with ValueError */
  * to do except create it, see begin). */
 extern _Thread_local n4p_trace_entry *n4p_trace_cur;
 
-/* 0 (*out: the entry, NULL when recording is off) or -1 with an exception. */
+/* 0 (*out: the entry, NULL when recording is off) or -1 with an exception.
+ * p2p: a point-to-point call (numbered apart from the collectives). */
 int n4p_trace_begin(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t comm,
-                    int rank, int nranks, const char *op, n4p_trace_entry **out);
+                    int rank, int nranks, const char *op, int p2p, n4p_trace_entry **out);
 PyObject *n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *outer,
                         PyObject *res, ncclComm_t *comm);
 int n4p_trace_check(PyObject *mod, n4p_trace *t, ncclComm_t *comm, const char *op);
@@ -147,17 +148,25 @@ n4p_trace_note_buffer(n4p_trace_entry *e, int writable, const void *ptr, size_t 
         e->dtype = dtype;
 }
 
+/* The int fields of an entry that the argument parser notes. */
+typedef enum { N4P_TF_REDOP, N4P_TF_ROOT, N4P_TF_PEER } n4p_trace_field;
+
 static inline void
-n4p_trace_note_int(n4p_trace_entry *e, const char *what, int v)
+n4p_trace_note_int(n4p_trace_entry *e, n4p_trace_field field, int v)
 {
     if (e == NULL)
         return;
-    if (what[0] == 'o') /* "op" */
+    switch (field) {
+    case N4P_TF_REDOP:
         e->redop = v;
-    else if (what[0] == 'r') /* "root" */
+        break;
+    case N4P_TF_ROOT:
         e->root = v;
-    else /* "peer" */
+        break;
+    case N4P_TF_PEER:
         e->peer = v;
+        break;
+    }
 }
 
 static inline void

@@ -489,3 +489,23 @@ def test_gpu_path_events_async_errors_and_abort(tmp_path, gpu_libs, mode):
             assert out["status"] == 8 and "allreduce #1 did not complete" in out["message"]
         else:
             assert out["status"] == 6 and "asynchronous error (status 6)" in out["message"]
+
+
+@needs_host
+def test_the_trace_numbers_point_to_point_calls_apart_and_notes_their_peer(tmp_path):
+    out = tmp_path / "t.json"
+    code = ("import sys, numpy as np, nccl.core as nc\n"
+            "c = nc.Communicator.init(1, 0, nc.get_unique_id())\n"
+            "x, y = np.ones(3, np.int32), np.zeros(3, np.int32)\n"
+            "c.allreduce(x, x, nc.SUM)\n"
+            "with nc.group():\n"
+            "    c.send(x, 0); c.recv(y, 0)\n"
+            "c.broadcast(x, x, root=0)\n"
+            "c.dump_trace(sys.argv[1]); c.destroy()\n")
+    p = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True,
+                       env=host_env(NCCL4PY_TRACE="1"), timeout=120)
+    assert p.returncode == 0, p.stderr
+    got = [(e["op"], e["kind"], e["seq"], e["redop"], e["root"], e["peer"])
+           for e in json.loads(out.read_text())["entries"]]
+    assert got == [("allreduce", "coll", 1, "sum", -1, -1), ("send", "p2p", 1, None, -1, 0),
+                   ("recv", "p2p", 2, None, -1, 0), ("broadcast", "coll", 2, None, 0, -1)]
