@@ -106,6 +106,9 @@ typedef struct {
     PyObject *dlpack_kwnames;      /* ("stream", "max_version") */
     PyObject *dlpack_max_version;  /* (1, 1) */
     PyObject *gpu_runtime_error;   /* gpu_runtime.c: GpuRuntimeError */
+    /* What Python modules register when they are imported (module.c: _register),
+     * so that C never imports an nccl.* module on a call path: */
+    PyObject *coll_config_materialize; /* nccl.core.coll_config._materialize (config=) */
 } n4p_state;
 
 static inline n4p_state *

@@ -191,7 +191,8 @@ get_rank(PyObject *mod, commobj *self, PyObject *o, const char *what, int *out)
 
 /* config=: the ncclCollConfig_t an NCCLCollConfig (or a low-level CollConfig)
  * stands for.  An NCCLCollConfig keeps the struct it made in _lowpp until one
- * of its fields changes (nccl.core.coll_config), so a config used again costs
+ * of its fields changes (nccl.core.coll_config, whose materializer it
+ * registered at import), so a config used again costs
  * one attribute lookup; j keeps the struct until the call returns (the
  * library reads it before that, also inside a group). */
 static int
@@ -216,11 +217,13 @@ coll_config(PyObject *mod, PyObject *config, n4p_job *j)
         return 0;
     }
     Py_XDECREF(low);
-    PyObject *m = PyImport_ImportModule("nccl.core.coll_config");
-    if (m == NULL)
+    if (st->coll_config_materialize == NULL) { /* nccl.core.coll_config not imported: */
+        PyErr_Format(PyExc_TypeError, /* no NCCLCollConfig exists */
+                     "config must be an NCCLCollConfig or None, not %.100s",
+                     Py_TYPE(config)->tp_name);
         return -1;
-    j->config = PyObject_CallMethod(m, "_materialize", "O", config);
-    Py_DECREF(m);
+    }
+    j->config = PyObject_CallOneArg(st->coll_config_materialize, config);
     if (j->config == NULL)
         return -1;
     PyObject *cfg = j->config;

@@ -8,7 +8,42 @@
 #include "ndarray_fast.h"
 #include "trace.h"
 
+/* _register(name, obj): the Python objects C needs from modules that import
+ * nccl._nccl themselves (so module init cannot import them), registered by
+ * those modules once, when they are imported.  Unknown names are refused. */
+static const struct {
+    const char *name;
+    size_t offset;
+} registrable[] = {
+    {"coll_config_materialize", offsetof(n4p_state, coll_config_materialize)},
+};
+
+static PyObject *
+n4p_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_register(name, obj, /): name is a str");
+        return NULL;
+    }
+    const char *name = PyUnicode_AsUTF8(args[0]);
+    if (name == NULL)
+        return NULL;
+    for (size_t i = 0; i < sizeof registrable / sizeof registrable[0]; i++)
+        if (strcmp(name, registrable[i].name) == 0) {
+            PyObject **slot = (PyObject **)(void *)((char *)n4p_get_state(mod) +
+                                                    registrable[i].offset);
+            Py_XSETREF(*slot, Py_NewRef(args[1]));
+            Py_RETURN_NONE;
+        }
+    PyErr_Format(PyExc_ValueError, "_register: no slot named %R", args[0]);
+    return NULL;
+}
+
 static PyMethodDef module_methods[] = {
+    {"_register", (PyCFunction)(void (*)(void))n4p_register, METH_FASTCALL,
+     "_register(name, obj, /)\n--\n\n"
+     "Register obj as what C calls for name (nccl.core.coll_config registers its "
+     "materializer of config= at import). Internal."},
     {"check_status", (PyCFunction)n4p_check_status, METH_O,
      "check_status(status, /)\n--\n\n"
      "Raise NCCLError unless status (an ncclResult_t value) is Success or InProgress.\n\n"
@@ -105,6 +140,7 @@ module_traverse(PyObject *mod, visitproc visit, void *arg)
     for (int k = 0; k < N4P_H_COUNT; k++)
         Py_VISIT(st->handle_types[k]);
     Py_VISIT(st->gpu_runtime_error);
+    Py_VISIT(st->coll_config_materialize);
     return 0;
 }
 
@@ -142,6 +178,7 @@ module_clear(PyObject *mod)
     for (int k = 0; k < N4P_H_COUNT; k++)
         Py_CLEAR(st->handle_types[k]);
     Py_CLEAR(st->gpu_runtime_error);
+    Py_CLEAR(st->coll_config_materialize);
     return 0;
 }
 

@@ -36,6 +36,33 @@ def test_allreduce_reaches_the_abi(stub):
     assert r["sendbuff"][5:] == r["recvbuff"][4:] and r["stream"] == "stream:0x55"
 
 
+
+def test_the_config_path_imports_nothing(stub, monkeypatch):
+    """config= reaches the materializer nccl.core.coll_config registered at
+    import: C imports no nccl.* module on a call path (PyImport_ImportModule
+    would go through builtins.__import__)."""
+    import builtins
+
+    comm = nc.Communicator(COMM)
+    x = np.arange(4, dtype=np.float32)
+    cfg = nc.NCCLCollConfig(vendor_options=[nc.VendorOption(1, 2, int_value=3)])  # made per call
+    comm.allreduce(x, x, nc.MAX)  # the library loaded (its discovery is imported once)
+    imported = []
+    real = builtins.__import__
+
+    def recording(name, *args, **kwargs):
+        imported.append(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", recording)
+    comm.allreduce(x, x, nc.MAX, config=cfg)
+    comm.allreduce(x, x, nc.MAX, config=nc.NCCLCollConfig(min_ctas=2))
+    monkeypatch.undo()
+    assert record(stub)["fn"] == "ncclAllReduceConfig"
+    assert [n for n in imported if n.startswith("nccl")] == []
+    with pytest.raises(TypeError, match="config must be an NCCLCollConfig or None, not str"):
+        comm.allreduce(x, x, nc.MAX, config="no")
+
 def test_config_none_is_the_plain_call_in_every_spelling(stub):
     comm = nc.Communicator(COMM)
     x = np.arange(10, dtype=np.float32)

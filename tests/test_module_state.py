@@ -33,6 +33,33 @@ def test_the_scan_finds_a_file_scope_object():
         assert not DECL.search(line), line
 
 
+
+# The only places C imports a module of the package: at module init, and the
+# discovery module of a library when it is first loaded (lazylib.c).
+IMPORT = re.compile(r'PyImport_ImportModule\("(nccl[\w.]*)"\)')
+IMPORTS_AT_INIT = {("errors.c", "nccl._errors")}
+# still imported on first use: the dtype objects buffer.c looks up
+NOT_YET_REGISTERED = {("buffer.c", "nccl._dtypes")}
+
+
+def test_c_imports_no_package_module_on_a_call_path():
+    """What C needs from nccl.* is fetched at module init or registered by the
+    Python module at its import (_register), never imported by a call."""
+    found = {(p.name, m.group(1)) for p in sorted((ROOT / "src").rglob("*.c"))
+             for m in IMPORT.finditer(p.read_text())}
+    assert found - IMPORTS_AT_INIT == NOT_YET_REGISTERED, found
+
+
+def test_register_refuses_unknown_names():
+    from nccl import _nccl
+
+    with pytest.raises(ValueError, match="no slot named 'nope'"):
+        _nccl._register("nope", len)
+    with pytest.raises(TypeError, match="name is a str"):
+        _nccl._register(1, len)
+    with pytest.raises(TypeError):
+        _nccl._register("coll_config_materialize")
+
 def test_a_subinterpreter_has_its_own_module_and_shares_the_library(recording_stub):
     pytest.importorskip("_testcapi")
     code = (

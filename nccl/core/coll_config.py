@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from nccl import _nccl
+from nccl import bindings as _bindings
 from nccl._errors import NcclInvalid
 
 from .constants import CTAPolicy
@@ -143,15 +145,13 @@ class NCCLCollConfig:
 def _materialize(config: Any) -> Any:
     """The low-level ``CollConfig`` for ``config=`` of a collective (called by
     the C executor when config is not None); the struct keeps its strings."""
-    from nccl import bindings as b
-
-    low = getattr(b, "CollConfig", None)
+    low = getattr(_bindings, "CollConfig", None)
     if low is not None and isinstance(config, low):
         return config
     if not isinstance(config, NCCLCollConfig):
         raise TypeError(f"config must be an NCCLCollConfig or None, not {type(config).__name__}")
     if low is None:
-        raise b.FunctionNotFoundError("this build has no ncclCollConfig_t (NCCL 2.31+)")
+        raise _bindings.FunctionNotFoundError("this build has no ncclCollConfig_t (NCCL 2.31+)")
     if config._lowpp is not None:
         return config._lowpp
     cfg = low()
@@ -175,9 +175,7 @@ class _Held:
 
 def _link_vendor_options(cfg: Any, options: Sequence[VendorOption]) -> list:
     """One ``ConfigExt`` node per option, linked through ``next``."""
-    from nccl import bindings as b
-
-    ext = getattr(b, "ConfigExt", None)
+    ext = getattr(_bindings, "ConfigExt", None)
     if ext is None:
         raise NotImplementedError("vendor_options need the ncclConfigExt_t binding (NCCL 2.31+), "
                                   "which this build lacks")
@@ -204,3 +202,7 @@ def _int_field(name: str, v: Any, lo: int, hi: int) -> int:
     if not lo <= i <= hi:
         raise OverflowError(f"{name}={i} is out of range [{lo}, {hi}]")
     return i
+
+
+# The C executor calls it for config= (registered once: C imports no module on a call path).
+_nccl._register("coll_config_materialize", _materialize)
