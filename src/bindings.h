@@ -129,6 +129,16 @@ extern void *n4p_fns[N4P_API_COUNT]; /* its function pointers, by N4P_IDX_* */
 enum { N4P_LIB_NCCL = 0, N4P_LIB_RCCL = 1, N4P_LIB_HOST = 2 };
 #define n4p_library_kind (n4p_nccl.family)
 
+/* The host backend's own functions, which NCCL and RCCL lack: bound by
+ * loader.c from the loaded library when it is the host backend (NULL
+ * otherwise), once, before n4p_loaded is published.  The one lookup of them. */
+typedef struct {
+    void (*set_interrupt_check)(int (*check)(void)); /* nccl4pyHostSetInterruptCheck */
+    int (*wait_state)(ncclComm_t comm, double *waited, char *who,
+                      size_t size);                   /* nccl4pyHostWaitState */
+} n4p_host_fns;
+extern n4p_host_fns n4p_host;
+
 int n4p_load(PyObject *mod);                 /* 0 or -1 with exception */
 void n4p_raise_missing(PyObject *mod, int idx);
 PyObject *n4p_loader_report(PyObject *mod, PyObject *unused);

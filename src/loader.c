@@ -68,15 +68,18 @@ host_interrupt_check(void)
     return raised;
 }
 
+n4p_host_fns n4p_host;
+
+/* The host backend's own functions, from the loaded library only. */
 static void
 library_loaded(n4p_lazylib *lib)
 {
     if (lib->family != N4P_LIB_HOST)
         return;
-    void (*set_check)(int (*)(void));
-    *(void **)&set_check = dlsym(lib->handle, "nccl4pyHostSetInterruptCheck");
-    if (set_check != NULL)
-        set_check(host_interrupt_check);
+    *(void **)&n4p_host.set_interrupt_check = dlsym(lib->handle, "nccl4pyHostSetInterruptCheck");
+    *(void **)&n4p_host.wait_state = dlsym(lib->handle, "nccl4pyHostWaitState");
+    if (n4p_host.set_interrupt_check != NULL)
+        n4p_host.set_interrupt_check(host_interrupt_check);
 }
 
 n4p_lazylib n4p_nccl = N4P_LAZYLIB(

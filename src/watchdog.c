@@ -27,7 +27,6 @@
 #define _GNU_SOURCE
 #include "trace.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -114,20 +113,12 @@ poll_events(n4p_trace *t, int64_t now)
 }
 
 /* Host backend: whether the communicator's thread is waiting in the library,
- * and for whom. */
-typedef int (*wait_state_fn)(ncclComm_t, double *, char *, size_t);
-
+ * and for whom (loader.c bound the function; NULL for another library). */
 static int
 host_waiting(ncclComm_t comm, char *who, size_t size)
 {
-    static wait_state_fn fn;
-    static int looked;
-    if (!looked) {
-        *(void **)&fn = dlsym(RTLD_DEFAULT, "nccl4pyHostWaitState");
-        looked = 1;
-    }
     double waited;
-    return fn != NULL && fn(comm, &waited, who, size) > 0;
+    return n4p_host.wait_state != NULL && n4p_host.wait_state(comm, &waited, who, size) > 0;
 }
 
 static void

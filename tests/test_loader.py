@@ -270,3 +270,21 @@ print(len(set(res)), len(res), len(m._loader_report()["attempts"]))
     p = run_python(code, clean_env(NCCL_LIBRARY=str(lib)))
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["1", "8", "1"]
+
+
+def test_the_host_backends_own_symbols_are_looked_up_in_one_place():
+    """Only loader.c binds nccl4pyHost* symbols, from the loaded library (never
+    the process-wide RTLD_DEFAULT scope); the others use n4p_host."""
+    import re
+
+    from conftest import ROOT
+
+    found = {}
+    for path in sorted((ROOT / "src").rglob("*.c")):
+        text = path.read_text()
+        for m in re.finditer(r"dlsym\(\s*([^,]+),\s*\"(nccl4py\w+)\"", text):
+            found.setdefault(path.name, set()).add((m.group(1).strip(), m.group(2)))
+        assert "RTLD_DEFAULT" not in text, path.name
+    assert set(found) == {"loader.c"}, found
+    assert {sym for _, sym in found["loader.c"]} == {
+        "nccl4pyHostBackend", "nccl4pyHostSetInterruptCheck", "nccl4pyHostWaitState"}
