@@ -56,3 +56,49 @@ def test_strict_examples():
     p = mypy("--strict", "--follow-imports=silent", *EXAMPLES,
              MYPYPATH=str(ROOT / "examples" / "01_basic"))
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+USER_PROGRAM = """\
+import numpy as np
+
+import nccl.core as nc
+
+
+def run(comm: nc.Communicator) -> None:
+    x = np.ones(4, np.float32)
+    y = np.zeros(4, np.float32)
+    comm.allreduce(x, y, nc.SUM)
+    comm.allreduce((x, 4, nc.FLOAT32), (y, "float32"), nc.MAX, stream=None)
+    comm.broadcast(bytearray(16), y, root=0, stream=0)
+    comm.send(memoryview(b"abcd"), 0)
+    comm.alltoallv(x, [1, 1, 1, 1], [0, 1, 2, 3], y, np.ones(4, np.int64), [0, 1, 2, 3])
+    comm.reduce(x, y, nc.SUM, root=None, config=nc.NCCLCollConfig())
+"""
+
+
+def test_strict_user_program_catches_a_str_passed_as_a_buffer(tmp_path):
+    """The collectives' buffer, op, stream and config parameters are typed (no
+    Any): what nccl.core accepts passes --strict, a str as a buffer does not."""
+    good = tmp_path / "good.py"
+    good.write_text(USER_PROGRAM)
+    bad = tmp_path / "bad.py"
+    bad.write_text(USER_PROGRAM + '    comm.allreduce("not a buffer", y, nc.SUM)\n'
+                   "    comm.allreduce(x, y, 1.5)\n")
+    p = mypy("--strict", "--follow-imports=silent", str(good), str(bad))
+    errors = [line for line in p.stdout.splitlines() if ": error:" in line]
+    assert [e.split(":")[:2] for e in errors] == [[str(bad), "15"], [str(bad), "16"]], p.stdout
+    assert 'Argument 1 to "allreduce"' in errors[0] and '"str"' in errors[0]
+    assert 'Argument 3 to "allreduce"' in errors[1] and '"float"' in errors[1]
+
+
+def test_the_buffer_spec_aliases_are_not_any():
+    from typing import Any, get_args
+
+    from nccl.core import typing as t
+
+    def leaves(alias):
+        args = get_args(alias)
+        return [x for a in args for x in leaves(a)] if args else [alias]
+
+    for name in ("NcclSupportedBuffer", "NcclBufferSpec", "NcclScalarSpec", "NcclStreamSpec"):
+        assert Any not in leaves(getattr(t, name)), name

@@ -124,11 +124,60 @@ class SupportsCAI(Protocol):
     def __cuda_array_interface__(self) -> dict: ...
 
 
-NcclSupportedBuffer = Union[SupportsDLPack, SupportsCAI, Any]
-NcclBufferSpec = NcclSupportedBuffer
-NcclScalarSpec = Union[int, float, Any]
+class _SupportsArrayInterface(Protocol):
+    @property
+    def __array_interface__(self) -> dict[str, Any]: ...
+
+
+class _SupportsBuffer(Protocol):
+    """The buffer protocol (NumPy arrays, bytearray, memoryview, ...) as type
+    checkers see it."""
+
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+
+class _SupportsItemsize(Protocol):
+    """A dtype object (NumPy's, torch's)."""
+
+    @property
+    def itemsize(self) -> int: ...
+
+
+# What a buffer argument may be: an array through DLPack,
+# __cuda_array_interface__, __array_interface__ or the buffer protocol ...
+NcclSupportedBuffer = Union[SupportsDLPack, SupportsCAI, _SupportsArrayInterface, _SupportsBuffer]
+# ... or an explicit spec (buffer, count), (buffer, dtype), (buffer, count, dtype),
+# the dtype an NcclDataType or int, a name ("float32"), a type or a dtype object.
+_DTypeSpec = Union[int, str, type, _SupportsItemsize]
+NcclBufferSpec = Union[NcclSupportedBuffer, tuple[NcclSupportedBuffer, int],
+                       tuple[NcclSupportedBuffer, _DTypeSpec],
+                       tuple[NcclSupportedBuffer, int, _DTypeSpec]]
+NcclScalarSpec = Union[int, float, NcclSupportedBuffer]
 NcclDeviceSpec = Union[Any, int]
-NcclStreamSpec = Union[Any, int]
+
+
+class _SupportsCudaStream(Protocol):
+    def __cuda_stream__(self) -> tuple[int, int]: ...
+
+
+class _HasHandle(Protocol):  # cuda.core Stream
+    @property
+    def handle(self) -> Any: ...
+
+
+class _HasCudaStream(Protocol):  # torch.cuda.Stream
+    @property
+    def cuda_stream(self) -> int: ...
+
+
+class _HasPtr(Protocol):  # cupy Stream
+    @property
+    def ptr(self) -> int: ...
+
+
+# A stream: an int handle or an object with __cuda_stream__, .handle,
+# .cuda_stream or .ptr (None, where a function takes it, is the default stream).
+NcclStreamSpec = Union[int, _SupportsCudaStream, _HasHandle, _HasCudaStream, _HasPtr]
 # A CUDA/HIP event: a cuda.core Event (or any object with an int .handle) or a
 # nonzero cudaEvent_t handle as an int.
 NcclEventSpec = Union[Any, int]
