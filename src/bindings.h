@@ -106,6 +106,7 @@ typedef struct {
     PyObject *dlpack_kwnames;      /* ("stream", "max_version") */
     PyObject *dlpack_max_version;  /* (1, 1) */
     PyObject *gpu_runtime_error;   /* gpu_runtime.c: GpuRuntimeError */
+    PyObject *dtype_parser;        /* nccl._dtypes.nccl_dtype (buffer.c: a spec's dtype) */
     /* What Python modules register when they are imported (module.c: _register),
      * so that C never imports an nccl.* module on a call path: */
     PyObject *coll_config_materialize; /* nccl.core.coll_config._materialize (config=) */

@@ -1382,13 +1382,8 @@ spec_dtype(const ctx_t *c, PyObject *o)
     }
     if (nb != NULL && nb->nb_index != NULL)
         v = PyNumber_Index(o);
-    else {
-        PyObject *m = PyImport_ImportModule("nccl._dtypes");
-        if (m == NULL)
-            return -1;
-        v = PyObject_CallMethod(m, "nccl_dtype", "O", o);
-        Py_DECREF(m);
-    }
+    else /* a name, a type, a dtype object: nccl._dtypes.nccl_dtype, fetched at init */
+        v = PyObject_CallOneArg(c->st->dtype_parser, o);
     if (v == NULL)
         return -1;
     long d = PyLong_Check(v) ? PyLong_AsLong(v) : -1;
@@ -1589,7 +1584,13 @@ n4p_init_buffers(PyObject *Py_UNUSED(mod), n4p_state *st)
         st->dlpack_kwnames = PyTuple_Pack(2, k1, k2);
     Py_XDECREF(k1);
     Py_XDECREF(k2);
-    if (st->buffer_kinds == NULL || st->stream_kinds == NULL || st->str_dlpack == NULL ||
+    /* the parser of a spec's dtype (plain Python, importing only nccl._errors) */
+    PyObject *m = PyImport_ImportModule("nccl._dtypes");
+    if (m == NULL)
+        return -1;
+    st->dtype_parser = PyObject_GetAttrString(m, "nccl_dtype");
+    Py_DECREF(m);
+    if (st->dtype_parser == NULL || st->buffer_kinds == NULL || st->stream_kinds == NULL || st->str_dlpack == NULL ||
         st->str_dlpack_device == NULL || st->str_cai == NULL || st->str_array_interface == NULL ||
         st->str_cuda_stream == NULL || st->str_lowpp == NULL || st->dlpack_max_version == NULL ||
         st->dlpack_kwnames == NULL)

@@ -141,6 +141,7 @@ module_traverse(PyObject *mod, visitproc visit, void *arg)
         Py_VISIT(st->handle_types[k]);
     Py_VISIT(st->gpu_runtime_error);
     Py_VISIT(st->coll_config_materialize);
+    Py_VISIT(st->dtype_parser);
     return 0;
 }
 
@@ -179,6 +180,7 @@ module_clear(PyObject *mod)
         Py_CLEAR(st->handle_types[k]);
     Py_CLEAR(st->gpu_runtime_error);
     Py_CLEAR(st->coll_config_materialize);
+    Py_CLEAR(st->dtype_parser);
     return 0;
 }
 

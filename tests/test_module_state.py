@@ -34,20 +34,25 @@ def test_the_scan_finds_a_file_scope_object():
 
 
 
-# The only places C imports a module of the package: at module init, and the
-# discovery module of a library when it is first loaded (lazylib.c).
+# C imports modules of the package only in the init functions of the module
+# (n4p_init_*), and the discovery module of a library when it is first loaded
+# (lazylib.c, by name from the loader's spec).
 IMPORT = re.compile(r'PyImport_ImportModule\("(nccl[\w.]*)"\)')
-IMPORTS_AT_INIT = {("errors.c", "nccl._errors")}
-# still imported on first use: the dtype objects buffer.c looks up
-NOT_YET_REGISTERED = {("buffer.c", "nccl._dtypes")}
+FUNCTION = re.compile(r"^(\w+)\(", re.M)  # a definition: the name at column 0
 
 
 def test_c_imports_no_package_module_on_a_call_path():
     """What C needs from nccl.* is fetched at module init or registered by the
     Python module at its import (_register), never imported by a call."""
-    found = {(p.name, m.group(1)) for p in sorted((ROOT / "src").rglob("*.c"))
-             for m in IMPORT.finditer(p.read_text())}
-    assert found - IMPORTS_AT_INIT == NOT_YET_REGISTERED, found
+    found = []
+    for path in sorted((ROOT / "src").rglob("*.c")):
+        text = path.read_text()
+        for m in IMPORT.finditer(text):
+            defs = [f.group(1) for f in FUNCTION.finditer(text, 0, m.start())]
+            found.append((path.name, defs[-1] if defs else "", m.group(1)))
+    assert found and all(fn.startswith("n4p_init_") for _, fn, _ in found), found
+    assert {(f, mod) for f, _, mod in found} == {("errors.c", "nccl._errors"),
+                                                 ("buffer.c", "nccl._dtypes")}
 
 
 def test_register_refuses_unknown_names():
