@@ -170,6 +170,24 @@ def test_interop_resolve_tensor():
     assert resolve_tensor(torch.zeros(1, 4).t())[1] == 4  # size-1 dims: any stride
 
 
+def test_interop_resolve_tensor_is_the_c_resolver():
+    """nccl.core.interop.torch resolves through nccl.core's own (C) resolver:
+    the same answer, and the same refusals (a meta tensor has no memory: it
+    is no address 0)."""
+    from nccl import _nccl
+    from nccl.core.interop.torch import resolve_tensor
+
+    for t in (torch.arange(6.0).reshape(2, 3), torch.zeros(3, dtype=torch.bool),
+              torch.tensor(2, dtype=torch.int64), torch.zeros(0, 4).t()):
+        ptr, count, dtype = _nccl.resolve_buffer(t, "the tensor")[:3]
+        assert resolve_tensor(t) == (ptr, count, nc.NcclDataType(dtype), None)
+    meta = torch.empty(4, device="meta")
+    with pytest.raises(Exception) as c_error:
+        _nccl.resolve_buffer(meta, "the tensor")
+    with pytest.raises(type(c_error.value), match="meta"):
+        resolve_tensor(meta)
+
+
 @pytest.mark.xfail(strict=True, reason="torch keeps no record that a tensor's memory is "
                    "read-only (torch.frombuffer of bytes, torch.from_numpy of a read-only "
                    "array: torch warns once and writes such memory itself)")
