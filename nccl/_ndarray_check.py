@@ -1,7 +1,8 @@
 """The sample arrays that check the numpy.ndarray fast path (src/ndarray_fast.c).
 
 When the C core first meets a type named ``numpy.ndarray`` it calls
-``register(type)``: the arrays are made with the NumPy module that type
+``register(type)``, which this module registers at its import (nccl._nccl's init
+imports it): the arrays are made with the NumPy module that type
 comes from (already imported, since an instance exists; NumPy is never
 imported here) and handed to ``nccl._nccl._ndarray_register``, which turns
 the fast path on only where its reading of each array agrees with the buffer
@@ -62,3 +63,6 @@ def samples(ndarray: type) -> list:
 def register(ndarray: type) -> bool:
     """Check the fast path on `ndarray`'s samples; whether it is on."""
     return _nccl._ndarray_register(ndarray, samples(ndarray))
+
+
+_nccl._register("ndarray_check", register)  # what C calls (src/ndarray_fast.c)

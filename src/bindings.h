@@ -110,6 +110,7 @@ typedef struct {
     /* What Python modules register when they are imported (module.c: _register),
      * so that C never imports an nccl.* module on a call path: */
     PyObject *coll_config_materialize; /* nccl.core.coll_config._materialize (config=) */
+    PyObject *ndarray_check;           /* nccl._ndarray_check.register (ndarray_fast.c) */
 } n4p_state;
 
 static inline n4p_state *

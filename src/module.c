@@ -16,6 +16,7 @@ static const struct {
     size_t offset;
 } registrable[] = {
     {"coll_config_materialize", offsetof(n4p_state, coll_config_materialize)},
+    {"ndarray_check", offsetof(n4p_state, ndarray_check)},
 };
 
 static PyObject *
@@ -43,7 +44,8 @@ static PyMethodDef module_methods[] = {
     {"_register", (PyCFunction)(void (*)(void))n4p_register, METH_FASTCALL,
      "_register(name, obj, /)\n--\n\n"
      "Register obj as what C calls for name (nccl.core.coll_config registers its "
-     "materializer of config= at import). Internal."},
+     "materializer of config=, nccl._ndarray_check its check of numpy.ndarray, at import). "
+     "Internal."},
     {"check_status", (PyCFunction)n4p_check_status, METH_O,
      "check_status(status, /)\n--\n\n"
      "Raise NCCLError unless status (an ncclResult_t value) is Success or InProgress.\n\n"
@@ -113,7 +115,7 @@ module_exec(PyObject *mod)
     if (PyModule_AddIntConstant(mod, "API_COUNT", N4P_API_COUNT) < 0 ||
         PyModule_AddIntConstant(mod, "ABI_VERSION", NCCL4PY_ABI_VERSION_CODE) < 0)
         return -1;
-    return 0;
+    return n4p_init_ndarray(mod, st); /* last: Python code that uses this module */
 }
 
 static int
@@ -141,6 +143,7 @@ module_traverse(PyObject *mod, visitproc visit, void *arg)
         Py_VISIT(st->handle_types[k]);
     Py_VISIT(st->gpu_runtime_error);
     Py_VISIT(st->coll_config_materialize);
+    Py_VISIT(st->ndarray_check);
     Py_VISIT(st->dtype_parser);
     return 0;
 }
@@ -180,6 +183,7 @@ module_clear(PyObject *mod)
         Py_CLEAR(st->handle_types[k]);
     Py_CLEAR(st->gpu_runtime_error);
     Py_CLEAR(st->coll_config_materialize);
+    Py_CLEAR(st->ndarray_check);
     Py_CLEAR(st->dtype_parser);
     return 0;
 }

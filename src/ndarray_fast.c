@@ -3,7 +3,9 @@
  * (ndarray_fast.h explains the path itself).
  *
  * When buffer.c first classifies a type named numpy.ndarray, it calls
- * nccl._ndarray_check.register(type), which makes sample arrays of that
+ * nccl._ndarray_check.register(type), which that module registers into the
+ * module state (module.c: _register) when it is imported, by
+ * n4p_init_ndarray at the latest; it makes sample arrays of that
  * type (every built-in dtype in every byte order, hostile layouts, read-only
  * and broadcast arrays, empty and 0-d ones) from the NumPy module already
  * loaded, and hands them to _ndarray_register (NumPy is never imported
@@ -180,14 +182,30 @@ n4p_py_ndarray_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 }
 
 int
+n4p_init_ndarray(PyObject *Py_UNUSED(mod), n4p_state *Py_UNUSED(st))
+{
+    /* it imports nccl._nccl (this module, already in sys.modules) and
+     * registers its register() (module.c: _register); when it is the module
+     * being imported, it registers once this init has returned */
+    PyObject *m = PyImport_ImportModule("nccl._ndarray_check");
+    if (m == NULL)
+        return -1;
+    Py_DECREF(m);
+    return 0;
+}
+
+int
 n4p_ndarray_classified(n4p_state *st, PyTypeObject *tp)
 {
     if (st->ndarray.tried || strcmp(tp->tp_name, "numpy.ndarray") != 0)
         return 0;
+    if (st->ndarray_check == NULL) { /* it registered into another instance of this module */
+        st->ndarray.tried = 1;
+        st->ndarray.off = "nccl._ndarray_check.register is not registered in this module";
+        return 0;
+    }
     st->ndarray.tried = 1; /* the samples are classified while it runs */
-    PyObject *m = PyImport_ImportModule("nccl._ndarray_check");
-    PyObject *r = m != NULL ? PyObject_CallMethod(m, "register", "O", (PyObject *)tp) : NULL;
-    Py_XDECREF(m);
+    PyObject *r = PyObject_CallOneArg(st->ndarray_check, (PyObject *)tp);
     if (r != NULL) {
         Py_DECREF(r);
         return 0;

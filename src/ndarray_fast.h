@@ -88,9 +88,12 @@ n4p_ndarray_read(const n4p_ndarray_fast *f, PyObject *obj, int writable, n4p_buf
     return 1;
 }
 
-/* Called when a type named numpy.ndarray is first classified: asks
- * nccl._ndarray_check for its sample arrays, which call
- * nccl._nccl._ndarray_register.  0 (the fast path on or off), or -1 when
+/* Module init: imports nccl._ndarray_check, which registers its register()
+ * as the module state's ndarray_check. */
+int n4p_init_ndarray(PyObject *mod, n4p_state *st);
+/* Called when a type named numpy.ndarray is first classified: calls the
+ * registered nccl._ndarray_check.register, which makes the sample arrays and
+ * calls nccl._nccl._ndarray_register.  0 (the fast path on or off), or -1 when
  * the check was interrupted (an exception that is not an Exception). */
 int n4p_ndarray_classified(n4p_state *st, PyTypeObject *tp);
 PyObject *n4p_py_ndarray_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);

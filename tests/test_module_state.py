@@ -52,7 +52,8 @@ def test_c_imports_no_package_module_on_a_call_path():
             found.append((path.name, defs[-1] if defs else "", m.group(1)))
     assert found and all(fn.startswith("n4p_init_") for _, fn, _ in found), found
     assert {(f, mod) for f, _, mod in found} == {("errors.c", "nccl._errors"),
-                                                 ("buffer.c", "nccl._dtypes")}
+                                                 ("buffer.c", "nccl._dtypes"),
+                                                 ("ndarray_fast.c", "nccl._ndarray_check")}
 
 
 def test_register_refuses_unknown_names():

@@ -156,6 +156,21 @@ def test_numpy_is_never_imported_by_the_check():
     assert p.stdout.split() == ["[]", "False"]
 
 
+@pytest.mark.parametrize("first", ["nccl._nccl", "nccl._ndarray_check"])
+def test_the_check_is_registered_whichever_module_is_imported_first(first):
+    # the module's init imports nccl._ndarray_check, which registers its
+    # register() (_register): the first classification calls it, imports nothing
+    p = run_python(f"import sys, {first}, numpy as np\n"
+                   "from nccl import _nccl\n"
+                   "before = set(sys.modules)\n"
+                   "_nccl.resolve_buffer(np.zeros(2, np.float32))\n"
+                   "print(_nccl._ndarray_fast_info()['on'], "
+                   "sorted(m for m in set(sys.modules) - before if m.startswith('nccl')))",
+                   clean_env())
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["True", "[]"]
+
+
 @pytest.mark.skipif(not host_available(), reason="host backend not built")
 def test_collectives_on_fast_path_arrays():
     p = run_python(r"""
