@@ -1,7 +1,7 @@
 /*
  * dtypes.c - element sizes and names of the data types.  The conversions
- * of the 16- and 8-bit floats are in lowp.h (one element) and convert.c
- * (blocks).
+ * of the 16- and 8-bit floats are in lowp.h (one element) and
+ * lowp_kernels.h (blocks).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getrandom, syscall, strtok_r, ... */

@@ -15,6 +15,8 @@
  *   group.c             group depth and the keep list of grouped calls
  *   wrappers.c          the hand-written wrappers that are no pattern
  *   buffer.c            array arguments -> pointer, count, dtype, device
+ *   ndarray_fast.c      the fast path of buffer.c for plain numpy.ndarray
+ *   ndarray_fast.h      its interface
  *   stream.c            stream arguments -> the raw stream handle
  *   communicator.c      nccl.core.Communicator's C base: its calls (collectives.def)
  *   communicator.h      what communicator.c and comm_guard.c share
