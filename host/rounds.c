@@ -112,7 +112,8 @@ ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse, int d
 
 /* A call as the messages show it: "ncclReduce(count=4, float32, op=sum,
  * root=1)", with op only for reductions and root only where there is one
- * (the names are the trace's: src/gen/enum_names.h). */
+ * (the op names are the trace's, src/gen/enum_names.h; the dtype names the
+ * one table's, src/gen/dtype_table.h). */
 static void describe_call(char *buf, size_t size, const n4p_desc *d)
 {
     static const char *const op_names[] = {N4P_NAMES_ncclRedOp_t};

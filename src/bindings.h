@@ -15,6 +15,7 @@
  *   group.c             group depth and the keep list of grouped calls
  *   wrappers.c          the hand-written wrappers that are no pattern
  *   buffer.c            array arguments -> pointer, count, dtype, device
+ *   dtypes.c            the data types' table as Python reads it (_dtype_table)
  *   ndarray_fast.c      the fast path of buffer.c for plain numpy.ndarray
  *   ndarray_fast.h      its interface
  *   stream.c            stream arguments -> the raw stream handle
@@ -38,7 +39,8 @@
  *   gen/gpu_api.h       the runtime functions (X-macro N4P_GPU_API)
  *   gen/gpu_methods.h   the method table of the gpu_runtime_* functions
  *   gen/coll_docs.h     the docstrings of Communicator's calls
- *   gen/enum_names.h    the names the trace prints of enum values and data types
+ *   gen/enum_names.h    the names the trace prints of enum values
+ *   gen/dtype_table.h   the data types' sizes and names (the one table of them)
  *   gen/nccl_constants.h  nccl.h's single #defines and struct initializers
  *   gen/host_api_decls.h  the host backend's declarations of what it exports
  */
@@ -51,6 +53,7 @@
 
 #include "nccl_api.h"
 #include "gen/api_table.h"
+#include "gen/dtype_table.h"
 
 /* ------------------------------------------------------------ module state */
 
@@ -496,13 +499,22 @@ PyObject *n4p_py_resolve_buffer(PyObject *mod, PyObject *const *args, Py_ssize_t
                                 PyObject *kwnames);
 PyObject *n4p_py_resolve_stream(PyObject *mod, PyObject *arg);
 
-/* Bytes per element of an NCCL data type (1 for an unknown one). */
-extern const size_t n4p_dtype_sizes[ncclNumTypes];
+/* Bytes per element of an NCCL data type (1 for an unknown one), and the
+ * name messages give it (its array name, docs/semantics.md; "unknown"),
+ * from the one table of the data types. */
 static inline size_t
 n4p_dtype_size(int dtype)
 {
-    return dtype >= 0 && dtype < ncclNumTypes ? n4p_dtype_sizes[dtype] : 1;
+    const n4p_dtype_row *r = n4p_dtype_row_of(dtype);
+    return r != NULL ? r->size : 1;
 }
+static inline const char *
+n4p_dtype_name(int dtype)
+{
+    const n4p_dtype_row *r = n4p_dtype_row_of(dtype);
+    return r != NULL ? r->array_name : "unknown";
+}
+PyObject *n4p_dtype_table(PyObject *mod, PyObject *unused);
 
 /* ------------------------------------------------------------------ groups */
 

@@ -92,29 +92,16 @@ enum {
 #define NATIVE_ORDER '>'
 #endif
 
-/* The data types (dtypes.def): sizes, names, and the type of each DLPack
- * code and element size (+ 1; 0: none).  The NumPy typestr kinds and
+/* The data types' sizes and names are the one table's (gen/dtype_table.h,
+ * n4p_dtype_size, n4p_dtype_name); here, from dtypes.def, the type of each
+ * DLPack code and element size (+ 1; 0: none).  The NumPy typestr kinds and
  * struct-module formats map onto the DLPack codes (code_of_kind). */
-const size_t n4p_dtype_sizes[ncclNumTypes] = {
-#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [value] = size,
-#include "dtypes.def"
-};
-static const char *const dtype_names[ncclNumTypes] = {
-#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [value] = #array_name,
-#include "dtypes.def"
-};
 static const signed char by_code[N4P_DL_FLOAT4_E2M1FN + 1][9] = {
 #define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [dl_code][size] = value + 1,
 #define N4P_BOOL_AS(Name) [N4P_DL_BOOL][1] = nccl##Name + 1,
 #include "dtypes.def"
 };
-#define N4P_BOOL_AS(Name) enum { BOOL_AS = nccl##Name };
-#include "dtypes.def"
-/* ", int8, uint8, ...": the list of supported types for messages (from +2) */
-static const char supported[] = ""
-#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) ", " #array_name
-#include "dtypes.def"
-    ;
+enum { BOOL_AS = N4P_DTYPE_BOOL_AS };
 
 /* What every resolver needs to know about the argument. */
 typedef struct {
@@ -142,7 +129,7 @@ static int
 err_unsupported(const ctx_t *c, const char *desc)
 {
     return invalid(c, "Unsupported data type for %s: %s. NCCL supports: %s (bool as %s)",
-                   c->name, desc, supported + 2, dtype_names[BOOL_AS]);
+                   c->name, desc, N4P_DTYPE_ARRAY_NAMES, n4p_dtype_name(BOOL_AS));
 }
 
 
@@ -816,7 +803,7 @@ dtype_by_name(PyObject *obj, char *buf, size_t n)
         if (strcmp(s, "bool") == 0)
             r = BOOL_AS;
         for (int i = 0; i < ncclNumTypes; i++)
-            if (strcmp(s, dtype_names[i]) == 0)
+            if (strcmp(s, n4p_dtype_name(i)) == 0)
                 r = i;
     }
     Py_DECREF(name);
@@ -1005,7 +992,7 @@ iface_fill(const ctx_t *c, PyObject *obj, int cai, const iface_t *f, n4p_buffer 
         if (by_name == -2)
             return -1;
         if (by_name != -3)
-            dtype = by_name >= 0 && n4p_dtype_sizes[by_name] == itemsize ? by_name : -1;
+            dtype = by_name >= 0 && n4p_dtype_size(by_name) == itemsize ? by_name : -1;
     }
     if (itemsize > 0 && f->count > (size_t)PY_SSIZE_T_MAX / itemsize)
         return iface_error(c, what, "the array is too large");
@@ -1414,22 +1401,22 @@ static int
 apply_spec(const ctx_t *c, n4p_buffer *out, int dtype, int have_count, size_t count)
 {
     if (dtype >= 0 && dtype != out->dtype) {
-        size_t size = out->dtype == ANY_DTYPE ? 1 : n4p_dtype_sizes[out->dtype];
+        size_t size = out->dtype == ANY_DTYPE ? 1 : n4p_dtype_size(out->dtype);
         if (out->count > SIZE_MAX / size)
             return invalid(c, "%s: the buffer is too large", c->name);
-        size_t bytes = out->count * size, isz = n4p_dtype_sizes[dtype];
+        size_t bytes = out->count * size, isz = n4p_dtype_size(dtype);
         if (bytes % isz != 0)
             return invalid(c,
                            "%s: the buffer's %zu bytes are not a whole number of %s elements "
                            "(%zu bytes each)",
-                           c->name, bytes, dtype_names[dtype], isz);
+                           c->name, bytes, n4p_dtype_name(dtype), isz);
         out->count = bytes / isz;
         out->dtype = dtype;
     }
     if (have_count) {
         if (count > out->count)
             return invalid(c, "%s: count %zu exceeds the buffer's %zu %s elements", c->name,
-                           count, out->count, dtype_names[out->dtype]);
+                           count, out->count, n4p_dtype_name(out->dtype));
         out->count = count;
     }
     return 0;

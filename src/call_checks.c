@@ -9,18 +9,6 @@
 
 #include <string.h>
 
-/* The names arrays print (float32, bfloat16, float8_e4m3fn), as every message does. */
-static const char *const dtype_names[ncclNumTypes] = {
-#define N4P_DTYPE(Name, value, size, array_name, dl_code, kernel) [value] = #array_name,
-#include "dtypes.def"
-};
-
-static const char *
-dtype_name(int dt)
-{
-    return dt >= 0 && dt < ncclNumTypes ? dtype_names[dt] : "unknown";
-}
-
 static int
 is_host_memory(int t)
 {
@@ -81,7 +69,7 @@ same_dtype(PyObject *mod, const n4p_buffer *s, const n4p_buffer *o, const char *
     if (s->dtype == o->dtype)
         return 0;
     n4p_comm_invalid(mod, "Dtype mismatch: sendbuf has dtype %s, %s has dtype %s",
-                     dtype_name(s->dtype), oname, dtype_name(o->dtype));
+                     n4p_dtype_name(s->dtype), oname, n4p_dtype_name(o->dtype));
     return -1;
 }
 

@@ -69,6 +69,10 @@ static PyMethodDef module_methods[] = {
      "API table; resolved is None before the library is loaded."},
     {"_struct_layouts", (PyCFunction)n4p_struct_layouts, METH_NOARGS,
      "_struct_layouts()\n--\n\n{struct name: (sizeof, [(field, offset, type code)])}"},
+    {"_dtype_table", (PyCFunction)n4p_dtype_table, METH_NOARGS,
+     "_dtype_table()\n--\n\n"
+     "(((nccl name, size, array name, nccl-tests name), ...) by value, the value arrays of "
+     "bool travel as): the data types' table the C code reads."},
     {"resolve_buffer", (PyCFunction)(void (*)(void))n4p_py_resolve_buffer,
      METH_FASTCALL | METH_KEYWORDS,
      "resolve_buffer(obj, name='buffer', writable=False, keep=False, general=False)\n--\n\n"

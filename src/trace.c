@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gen/dtype_table.h"
 #include "gen/enum_names.h"
 #include "gpu_runtime.h"
 
@@ -282,7 +283,6 @@ n4p_trace_begin(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t
     return 0;
 }
 
-static const char *const dtype_names[] = {N4P_NAMES_ncclDataType_t};
 static const char *const redop_names[] = {N4P_NAMES_ncclRedOp_t};
 
 static const char *
@@ -294,6 +294,17 @@ name_of(const char *const *names, size_t n, int v, char *buf, size_t size)
     return buf;
 }
 #define NAME(tbl, v, buf) name_of(tbl, sizeof tbl / sizeof tbl[0], v, buf, sizeof buf)
+
+/* A data type by the one table's name (gen/dtype_table.h), else its number. */
+static const char *
+dtype_text(int v, char *buf, size_t size)
+{
+    const n4p_dtype_row *r = n4p_dtype_row_of(v);
+    if (r != NULL)
+        return r->array_name;
+    snprintf(buf, size, "%d", v);
+    return buf;
+}
 
 static void
 log_line(const n4p_trace *t, const n4p_trace_entry *e)
@@ -307,7 +318,7 @@ log_line(const n4p_trace *t, const n4p_trace_entry *e)
     fprintf(n4p_tsettings.log_file,
             "nccl4py trace: rank %d/%d %s#%llu %s count=%lld %s%s%s%s %.3f ms %s%s\n", t->rank,
             t->nranks, e->p2p ? "p2p" : "", (unsigned long long)e->seq, e->op,
-            e->count == (size_t)-1 ? -1LL : (long long)e->count, NAME(dtype_names, e->dtype, d),
+            e->count == (size_t)-1 ? -1LL : (long long)e->count, dtype_text(e->dtype, d, sizeof d),
             e->redop >= 0 ? " " : "", e->redop >= 0 ? NAME(redop_names, e->redop, o) : "", extra,
             end > 0 ? (double)(n4p_trace_ticks_ns(end) - n4p_trace_ticks_ns(e->t_enqueue)) / 1e6
                     : 0.0,
@@ -525,7 +536,7 @@ write_entry(FILE *f, const n4p_trace_entry *e, int first)
             first ? "" : ",", (unsigned long long)e->seq, e->p2p ? "p2p" : "coll", e->op,
             e->count == (size_t)-1 ? -1LL : (long long)e->count,
             e->recvcount == (size_t)-1 ? -1LL : (long long)e->recvcount,
-            e->dtype < 0 ? "" : NAME(dtype_names, e->dtype, d));
+            e->dtype < 0 ? "" : dtype_text(e->dtype, d, sizeof d));
     if (e->redop < 0)
         fputs("null", f);
     else

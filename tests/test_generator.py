@@ -110,7 +110,7 @@ EDITS = {
         "src/gen/enum_names.h", "nccl/_enums.py"),
     "src/dtypes.def": (
         "N4P_DTYPE(Int8,        0, 1, int8,", "N4P_DTYPE(Int8,        0, 1, byte,",
-        "src/gen/enum_names.h", "nccl/_dtypes.py"),
+        "src/gen/dtype_table.h", "nccl/_dtypes.py"),
     "src/structs.def": (
         "I32,  24, NCCL_CONFIG_UNDEF_INT,    INT(-, -))", "I32,  24, 1,    INT(0, 8))",
         "src/gen/nccl_constants.h", "nccl/core/coll_config.py"),

@@ -54,7 +54,8 @@ def test_the_bench_takes_its_type_and_op_names_from_the_tables(tmp_path):
     assert OPS[:-1] == tuple(RedOp(v).name.lower() for v in range(RedOp.NumOps))
     stale = _tree_with(tmp_path, "dtypes.def", "N4P_TESTS_NAME(Float32,    float)",
                        "N4P_TESTS_NAME(Float32,    fp32)")
-    assert set(stale) == {"nccl/_dtypes.py"} and '"fp32"' in stale["nccl/_dtypes.py"]
+    assert set(stale) == {"nccl/_dtypes.py", "src/gen/dtype_table.h"}
+    assert '"fp32"' in stale["nccl/_dtypes.py"] and '"fp32"}' in stale["src/gen/dtype_table.h"]
     with pytest.raises(SystemExit, match="N4P_TESTS_NAME"):
         _tree_with(tmp_path / "b", "dtypes.def", "N4P_TESTS_NAME(Float32,    float)\n", "")
 

@@ -1,15 +1,16 @@
-"""src/dtypes.def, the NCCL data types: nccl/_enums.py's DataType,
-nccl/_dtypes.py's TABLE (names, sizes, the parser of dtype arguments),
-MANTISSA_BITS and TESTS_NAMES, nccl/core/typing.py's NcclDataType and its
-module-level names.  C includes the table itself (nccl_api.h, buffer.c,
-host/dtypes.c, host/reduce.c); src/gen/enum_names.h (enums.py) has the
-names of the types."""
+"""src/dtypes.def, the NCCL data types: src/gen/dtype_table.h (the one table
+of their sizes and names every C user reads: the extension and the host
+backend), nccl/_enums.py's DataType, nccl/_dtypes.py's TABLE (names, sizes,
+the parser of dtype arguments), MANTISSA_BITS and TESTS_NAMES,
+nccl/core/typing.py's NcclDataType and its module-level names.  C includes
+the table itself only for what is no name or size: the enum (nccl_api.h),
+the DLPack codes (buffer.c) and the host backend's kernels (host/reduce.c)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .common import ROOT, Output, macro_calls, module_names, wrap
+from .common import ROOT, Output, c_header, c_literal, macro_calls, module_names, wrap
 
 TABLE = "src/dtypes.def"
 
@@ -80,9 +81,45 @@ def gen_dtype_constants(types: list[DType]) -> list[str]:
                                           for t in types])
 
 
+def gen_dtype_header(types: list[DType], bool_as: int) -> str:
+    """src/gen/dtype_table.h: the row of each type, indexed by its value, and
+    the accessor; the names are the ones messages print (docs/semantics.md)."""
+    rows = [f"        [nccl{t.name}] = {{{t.size}, {c_literal('nccl' + t.name)}, "
+            f"{c_literal(t.array_name)}, {c_literal(t.tests_name or '')}}},"
+            for t in types]
+    names = ", ".join(t.array_name for t in types)
+    out = [c_header(TABLE).rstrip("\n"),
+           "/* The data types: the one table of their sizes and names, which the",
+           " * extension and the host backend both read.  A message or a record names",
+           " * a type by its array name (docs/semantics.md). */",
+           "#ifndef NCCL4PY_DTYPE_TABLE_H", "#define NCCL4PY_DTYPE_TABLE_H", "",
+           "#include <stddef.h>", "", '#include "nccl_api.h" /* the enum: ncclInt8, ..., ncclNumTypes */', "",
+           "typedef struct {",
+           "    size_t size;            /* bytes per element */",
+           "    const char *nccl_name;  /* the enum member: ncclFloat8e4m3 */",
+           "    const char *array_name; /* NumPy's, ml_dtypes', torch's: float8_e4m3fn */",
+           "    const char *tests_name; /* nccl-tests' (its -d option): f8e4m3 */",
+           "} n4p_dtype_row;", "",
+           f"/* arrays of bool travel as this type (nccl{types[bool_as].name}) */",
+           f"#define N4P_DTYPE_BOOL_AS {bool_as}",
+           "/* the array names in value order: the list of supported types messages give */",
+           f"#define N4P_DTYPE_ARRAY_NAMES {c_literal(names)}", "",
+           "/* The row of the ncclDataType_t value dtype; NULL for a value that is none. */",
+           "static inline const n4p_dtype_row *",
+           "n4p_dtype_row_of(int dtype)", "{",
+           "    static const n4p_dtype_row rows[ncclNumTypes] = {",
+           *rows,
+           "    };",
+           "    return dtype >= 0 && dtype < ncclNumTypes ? &rows[dtype] : NULL;",
+           "}", "",
+           "#endif /* NCCL4PY_DTYPE_TABLE_H */", ""]
+    return "\n".join(out)
+
+
 def generate(root: Path = ROOT) -> Output:
     types, bool_as = parse_dtypes(root / TABLE)
     out = Output()
+    out.files["src/gen/dtype_table.h"] = gen_dtype_header(types, bool_as)
     out.block("nccl/_enums.py", "DataType", TABLE,
               gen_enum_members(types, upper=False) + [f"NumTypes = {len(types)}"])
     out.block("nccl/_dtypes.py", "data types", TABLE, gen_dtype_table(types, bool_as))

@@ -3,8 +3,9 @@ nccl.h: the classes of nccl/_enums.py and of nccl.core (nccl/core/enums.py,
 nccl/core/typing.py, nccl/core/constants.py, the names of
 nccl/core/__init__.py), the constants' values (nccl/core/constants.py,
 nccl/_launch/uniqueid.py), the #defines of src/gen/nccl_constants.h (with
-the structs' initializers of structs.def) and the names the trace prints
-(src/gen/enum_names.h, with the data types' of dtypes.def).  C includes the
+the structs' initializers of structs.def) and the names the trace prints of
+the reduction ops (src/gen/enum_names.h; the data types' names are in
+src/gen/dtype_table.h, dtypes.py).  C includes the
 table itself (nccl_api.h declares the enums)."""
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import dtypes
 from . import structs as structs_table
 from .common import ROOT, Output, c_header, c_string, macro_calls, module_names, wrap
-from .dtypes import DType
 from .structs import Struct
 
 TABLE = "src/enums.def"
@@ -293,15 +292,13 @@ def gen_core_package(enums: list[Enum]) -> list[str]:
 PRINTED_ENUMS = ("ncclRedOp_t",)
 
 
-def gen_enum_names(enums: list[Enum], types: list[DType]) -> str:
-    out = [c_header(f"{TABLE} and {dtypes.TABLE}").rstrip("\n"),
+def gen_enum_names(enums: list[Enum]) -> str:
+    out = [c_header(TABLE).rstrip("\n"),
            "/* The names the trace prints of the values of an enum (up to its count,",
-           " * N4P_COUNT), lower-case, and of the data types, as arrays name them:",
-           " * N4P_NAMES_<C type>, the initializers of an array indexed by value. */",
+           " * N4P_COUNT), lower-case: N4P_NAMES_<C type>, the initializers of an array",
+           " * indexed by value.  The data types' names are in dtype_table.h. */",
            "#ifndef NCCL4PY_ENUM_NAMES_H", "#define NCCL4PY_ENUM_NAMES_H", ""]
-    # data types under the names arrays give them (float32, float8_e4m3fn), as
-    # every message does
-    printed = {"ncclDataType_t": [(f"nccl{t.name}", t.array_name) for t in types]}
+    printed: dict[str, list[tuple[str, str]]] = {}
     for e in (e for e in enums if e.ctype in PRINTED_ENUMS):
         counts = [i for i, m in enumerate(e.members) if m.count]
         if not counts:
@@ -317,10 +314,9 @@ def gen_enum_names(enums: list[Enum], types: list[DType]) -> str:
 def generate(root: Path = ROOT) -> Output:
     enums = parse_enums(root / TABLE)
     constants = parse_constants(root / TABLE)
-    types, _ = dtypes.parse_dtypes(root / dtypes.TABLE)
     structs = structs_table.parse_structs(root / structs_table.TABLE)
     out = Output()
-    out.files["src/gen/enum_names.h"] = gen_enum_names(enums, types)
+    out.files["src/gen/enum_names.h"] = gen_enum_names(enums)
     out.files["src/gen/nccl_constants.h"] = gen_constants_header(constants, structs)
     out.block("nccl/_enums.py", "enums", TABLE, gen_enum_classes(enums))
     for rel, blocks in gen_core_enums(enums).items():
