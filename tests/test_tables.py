@@ -82,6 +82,21 @@ def test_every_data_type_reaches_c_and_python(t):
         _nccl.resolve_buffer((arr, 4), "x", False)
 
 
+def test_the_c_table_of_the_data_types_is_the_table():
+    """What the C code reads (src/gen/dtype_table.h through _dtype_table) is
+    every line of dtypes.def, and what nccl._dtypes holds."""
+    rows, bool_as = _nccl._dtype_table()
+    assert rows == tuple((f"nccl{t.name}", t.size, t.array_name, t.tests_name) for t in DTYPES)
+    assert bool_as == BOOL_AS == _dtypes.BOOL_AS
+    assert [(n, v, size, a) for n, v, size, a, _ in _dtypes.TABLE] == \
+        [(name[4:], v, size, a) for v, (name, size, a, _) in enumerate(rows)]
+    assert _dtypes.TESTS_NAMES == tuple(r[3] for r in rows)
+    # and no C file makes a table of sizes or names of its own from dtypes.def
+    for rel in [*(ROOT / "src").glob("*.[ch]"), *(ROOT / "host").glob("*.[ch]")]:
+        text = rel.read_text()
+        assert "#array_name" not in text and "[value] = size" not in text, rel
+
+
 def test_bool_and_the_list_of_supported_types():
     assert _nccl.resolve_buffer(np.zeros(2, np.bool_), "x", False)[2] == BOOL_AS
     names = ", ".join(t.array_name for t in DTYPES)
