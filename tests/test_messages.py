@@ -1,15 +1,21 @@
 """Messages name what a user wrote: ops by name (``op=sum``) and data types
-as the array libraries call them (``float32``, ``float8_e4m3fn``), in the
-host backend's mismatch errors, nccl.core's refusals and the flight records."""
+as the array libraries call them (``float32``, ``float8_e4m3fn``), the one
+spelling of the data types' table, in the host backend's errors, the
+extension's and nccl.core's refusals and the flight records."""
 from __future__ import annotations
 
-import json
+import re
 import subprocess
 import sys
 
 import pytest
 
 from conftest import clean_env, host_available
+from gen import dtypes as gen_dtypes
+from host_ranks import run_ranks
+from nccl import _nccl
+
+DTYPES, _ = gen_dtypes.parse_dtypes()
 
 needs_host = pytest.mark.skipif(not host_available(), reason="host backend not built")
 
@@ -43,24 +49,95 @@ def test_mismatched_calls_name_ops_and_dtypes_as_users_write_them(tmp_path):
     assert "Dtype mismatch: sendbuf has dtype float32, recvbuf has dtype int64" in out
 
 
+# Every path that names a data type, run for each type v (the other type of
+# the message is u, the next one): the extension's buffer resolution and call
+# checks, the host backend's errors (its only text that names a data type),
+# nccl.core's scalar check, and the flight recorder's log line and record.
+SPELLING_PROGRAM = """\
+import glob, re, nccl.core as nc
+from nccl import _nccl
+
+rows, _ = _nccl._dtype_table()
+def spec(v, n=4):  # n elements of type v over raw bytes (every type, no ml_dtypes)
+    return (np.zeros(8 * n, np.uint8), n, v)
+def text(fn):
+    try:
+        fn()
+    except (nc.NcclInvalid, nc.NCCLError) as e:
+        return str(e)
+    return "no error"
+out = {}
+for v in range(len(rows)):
+    u = (v + 1) % len(rows)
+    m = out[v] = {}
+    m["dtype mismatch"] = text(lambda: comm.allreduce(spec(v), spec(u), nc.SUM))
+    raw = np.zeros(4 * rows[v][1], np.uint8)
+    m["count exceeds"] = text(lambda: _nccl.resolve_buffer((raw, 5, v), "b", False))
+    if rows[v][1] > 1:
+        m["not whole"] = text(lambda: _nccl.resolve_buffer((np.zeros(9, np.uint8), rows[v][2]),
+                                                           "b", False))
+    m["scalar"] = text(lambda: comm.create_pre_mul_sum(spec(v, 1), datatype=u))
+    op = comm.create_pre_mul_sum(spec(v, 1))
+    m["premulsum"] = text(lambda: comm.allreduce(spec(u), spec(u), op))
+    comm.allreduce(spec(v), spec(v), nc.MAX)
+    child = comm.split(0, RANK)  # a mismatch fails its communicator
+    m["calls"] = text(lambda: child.allreduce(spec(v if RANK == 0 else u),
+                                              spec(v if RANK == 0 else u), nc.SUM))
+    child.abort()
+comm.dump_trace()
+(f,) = glob.glob(os.path.join(os.environ["NCCL4PY_TRACE_DIR"], f"rank{RANK}.json"))
+records = [e["dtype"] for e in json.load(open(f))["entries"] if e["redop"] == "max"]
+report(messages=out, records=records)
+"""
+
+
+def _other_spellings(name: str, array_name: str) -> set[str]:
+    """The spellings of a type that are not its array name: the C enum's, the
+    bindings' DataType, nccl.core's NcclDataType, their lower case."""
+    return {f"nccl{name}", name, name.upper(), name.lower()} - {array_name}
+
+
 @needs_host
-def test_flight_records_name_dtypes_as_arrays_do(tmp_path):
-    """The flight records (and so nccl.trace) use the same dtype names as every
-    other message: what NumPy and ml_dtypes call them."""
-    pytest.importorskip("ml_dtypes")
-    code = ("import json, os, glob, numpy as np, ml_dtypes\n"
-            "import nccl.core as nc\n"
-            "comm = nc.Communicator.init_all(1)[0]\n"
-            "for dt in (np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn,\n"
-            "           ml_dtypes.float8_e5m2):\n"
-            "    x = np.ones(4, dt)\n"
-            "    comm.allreduce(x, x, nc.MAX)\n"
-            "comm.dump_trace()\n"
-            "comm.destroy()\n"
-            "(f,) = glob.glob(os.path.join(os.environ['NCCL4PY_TRACE_DIR'], '*.json'))\n"
-            "print(json.dumps([(e['dtype'], e['redop']) for e in json.load(open(f))['entries']]))\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env=clean_env(NCCL4PY_BACKEND="host", NCCL4PY_TRACE_DIR=str(tmp_path)))
-    assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout.splitlines()[-1]) == [
-        ["float32", "max"], ["bfloat16", "max"], ["float8_e4m3fn", "max"], ["float8_e5m2", "max"]]
+def test_every_message_names_each_dtype_by_its_array_name(tmp_path):
+    """One spelling per data type in every message and record, the table's
+    array name (docs/semantics.md), in the C extension, the host backend
+    and the Python layer alike."""
+    rows, _ = _nccl._dtype_table()
+    assert [r[2] for r in rows] == [t.array_name for t in DTYPES]
+    log = tmp_path / "trace.log"
+    reports = run_ranks(tmp_path, SPELLING_PROGRAM, 2, NCCL4PY_TRACE="1",
+                        NCCL4PY_TRACE_FILE=str(log), NCCL4PY_TRACE_DIR=str(tmp_path / "rec"))
+    names = [t.array_name for t in DTYPES]
+    word = r"(?<![\w.]){}(?![\w])"
+    for rep in reports:
+        for v, t in enumerate(DTYPES):
+            u, uname = DTYPES[(v + 1) % len(DTYPES)], names[(v + 1) % len(DTYPES)]
+            m = rep["messages"][str(v)]
+            assert set(m) == {"dtype mismatch", "count exceeds", "scalar", "premulsum", "calls",
+                              *(("not whole",) if t.size > 1 else ())}
+            want = {
+                "dtype mismatch": f"Dtype mismatch: sendbuf has dtype {t.array_name}, "
+                                  f"recvbuf has dtype {uname}",
+                "count exceeds": f"b: count 5 exceeds the buffer's 4 {t.array_name} elements",
+                "not whole": f"b: the buffer's 9 bytes are not a whole number of "
+                             f"{t.array_name} elements ({t.size} bytes each)",
+                "scalar": f"Device buffer datatype {t.array_name} doesn't match requested "
+                          f"datatype {uname}",
+                "premulsum": f"was created for {t.array_name} but used with {uname}",
+                "calls": (f"this rank called ncclAllReduce(count=4, {t.array_name}, op=sum) "
+                          f"but rank 1 called ncclAllReduce(count=4, {uname}, op=sum)")
+                if rep["rank"] == 0 else
+                         (f"this rank called ncclAllReduce(count=4, {uname}, op=sum) "
+                          f"but rank 0 called ncclAllReduce(count=4, {t.array_name}, op=sum)"),
+            }
+            for path, msg in m.items():
+                assert want[path] in msg, (t.name, path, msg)
+                for other in _other_spellings(t.name, t.array_name) | \
+                        _other_spellings(u.name, uname):
+                    assert not re.search(word.format(re.escape(other)), msg), (path, other, msg)
+        assert rep["records"] == names  # the flight record of the MAX calls
+    lines = [line for line in log.read_text().splitlines() if " allreduce count=4 " in line
+             and " max " in line]
+    for rank in (0, 1):
+        mine = [line for line in lines if line.startswith(f"nccl4py trace: rank {rank}/2 ")]
+        assert [line.split(" count=4 ", 1)[1].split()[0] for line in mine] == names, mine

@@ -26,7 +26,7 @@ import sys
 import warnings
 from typing import Any, Iterator, Sequence, TypeVar
 
-from nccl import _nccl
+from nccl import _dtypes, _nccl
 from nccl import bindings as _b
 from nccl._errors import NcclInvalid
 
@@ -581,8 +581,8 @@ class Communicator(_nccl._CommunicatorBase):
             raise NcclInvalid(f"Device buffer must contain exactly 1 element for scalar, got "
                               f"{count} elements")
         if dt is not None and dt != bdt:
-            raise NcclInvalid(f"Device buffer datatype {bdt.name} doesn't match requested "
-                              f"datatype {dt.name}")
+            raise NcclInvalid(f"Device buffer datatype {_dtypes.NAMES[bdt]} doesn't match "
+                              f"requested datatype {_dtypes.NAMES[dt]}")
         op = CustomRedOp(self.ptr, ptr, bdt, _b.ScalarResidence.Device)
         op._scalar_array = scalar  # read at every use: keep it alive
         return self._track(op)
