@@ -5,8 +5,6 @@
  */
 #include "bindings.h"
 
-#include <structmember.h>
-
 typedef struct {
     PyObject_HEAD
     intptr_t ptr;
@@ -69,12 +67,30 @@ pb_format(pbox *self, PyObject *spec)
     return r;
 }
 
-static PyMemberDef pb_members[] = {
-    {"ptr", T_PYSSIZET, offsetof(pbox, ptr), 0, "the stored pointer value"},
-    {NULL, 0, 0, 0, NULL},
-};
+static PyObject *
+pb_get_ptr(pbox *self, void *Py_UNUSED(c))
+{
+    return pb_int(self);
+}
+
+/* box.ptr = v: what PointerBox(ptr=v) accepts; a refused value leaves the
+ * box as it was. */
+static int
+pb_set_ptr(pbox *self, PyObject *v, void *Py_UNUSED(c))
+{
+    if (v == NULL) {
+        PyErr_SetString(PyExc_TypeError, "cannot delete PointerBox.ptr");
+        return -1;
+    }
+    void *p;
+    if (n4p_arg_ptr(v, "ptr", &p) < 0)
+        return -1;
+    self->ptr = (intptr_t)p;
+    return 0;
+}
 
 static PyGetSetDef pb_getset[] = {
+    {"ptr", (getter)pb_get_ptr, (setter)pb_set_ptr, "the stored pointer value", NULL},
     {"address", (getter)pb_address, NULL, "address of the slot, to pass as an out-parameter", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -90,7 +106,6 @@ static PyType_Slot pb_slots[] = {
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_init, pb_init},
     {Py_tp_dealloc, pb_dealloc},
-    {Py_tp_members, pb_members},
     {Py_tp_getset, pb_getset},
     {Py_tp_methods, pb_methods},
     {Py_tp_repr, pb_repr},
