@@ -10,6 +10,9 @@
  *   args.c              Python -> C argument conversion and keyword parsing
  *   errors.c            NCCLError / FunctionNotFoundError / NotSupportedError
  *   structs.c           UniqueId, Config, SimInfo, ... (one generic struct type)
+ *   slot.c              the slot an out-parameter's address points at (PointerBox,
+ *                       Comm / Window, Communicator): freed, or kept while lent
+ *   slot.h              its interface
  *   pointerbox.c        PointerBox: stable storage for out-handles
  *   handles.c           Comm and Window: handle objects with their own slot
  *   group.c             group depth and the keep list of grouped calls
@@ -54,6 +57,7 @@
 #include "nccl_api.h"
 #include "gen/api_table.h"
 #include "gen/dtype_table.h"
+#include "slot.h"
 
 /* ------------------------------------------------------------ module state */
 
@@ -320,10 +324,8 @@ int n4p_arg_out_ptr(PyObject *o, const char *name, void **out);
  * kind without the module state. */
 typedef struct {
     PyObject_HEAD
-    void **slot;     /* where the handle is: &own, or a cell of its own (handles.c) */
+    n4p_slot slot;   /* the handle (slot.h) */
     void *owner;     /* a Window: the communicator it was registered on (NULL: unknown) */
-    void *own;
-    int lent;        /* the library may still write the cell after the object is gone */
 } n4p_handleobj;
 Py_hash_t n4p_comm_hash(PyObject *self);
 Py_hash_t n4p_window_hash(PyObject *self);
@@ -337,7 +339,7 @@ n4p_arg_handle(PyObject *o, const char *name, enum n4p_handle_kind kind, void **
 {
     long long v;
     if (Py_TYPE(o)->tp_hash == (kind == N4P_H_COMM ? n4p_comm_hash : n4p_window_hash)) {
-        *out = *((n4p_handleobj *)o)->slot;
+        *out = *((n4p_handleobj *)o)->slot.at;
         return 0;
     }
     if (N4P_LIKELY(n4p_small_int(o, &v))) {
@@ -580,7 +582,8 @@ int n4p_init_handles(PyObject *mod, n4p_state *st);
 /* A new handle object of the kind holding value. */
 PyObject *n4p_handle_new(n4p_state *st, enum n4p_handle_kind kind, void *value);
 /* A new handle object for a creating function: its slot (n4p_handle_slot) is
- * a cell that outlives the object if the library may still write it ... */
+ * a cell (slot.h) that outlives the object if the library may still write
+ * it ... */
 PyObject *n4p_handle_new_out(n4p_state *st, enum n4p_handle_kind kind);
 /* ... which the creating function tells once the call returned r: a
  * non-blocking call in progress, or any call inside a group. */

@@ -1,8 +1,9 @@
 /*
  * communicator.c - the C base of nccl.core.Communicator: the hot paths.
  *
- * `_CommunicatorBase` holds the ncclComm_t in a stable slot (so the 0.3-style
- * out-parameter convention can write it directly, see `_comm_address`) and
+ * `_CommunicatorBase` holds the ncclComm_t in a slot (slot.c: the library
+ * writes it directly, see `_comm_address`, and may do so after the object is
+ * gone, from a non-blocking init or at a group's end) and
  * caches the communicator's size, rank and device.  Its collective and p2p
  * methods are the lines of collectives.def, and every one of them runs
  * through the same four steps without returning to Python:
@@ -115,11 +116,11 @@ ensure_info(PyObject *mod, commobj *self)
     /* the host backend reports ncclCommInitAll's device index too */
     ncclCommCuDevice_fn cu = (ncclCommCuDevice_fn)n4p_fns[N4P_IDX_ncclCommCuDevice];
     Py_BEGIN_ALLOW_THREADS
-    rc = count(self->comm, &n);
+    rc = count(N4P_COMM(self), &n);
     if (rc == ncclSuccess)
-        rc = user_rank(self->comm, &r);
+        rc = user_rank(N4P_COMM(self), &r);
     if (rc == ncclSuccess && cu != NULL)
-        rc = cu(self->comm, &dev);
+        rc = cu(N4P_COMM(self), &dev);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(rc)) {
         n4p_raise_status(mod, rc);
@@ -152,11 +153,11 @@ check_op_owner(PyObject *mod, commobj *self, PyObject *o)
     Py_DECREF(owner);
     if (p == NULL && PyErr_Occurred())
         return -1;
-    if (p == NULL || p == (void *)self->comm)
+    if (p == NULL || p == (void *)N4P_COMM(self))
         return 0;
     n4p_comm_invalid(mod, "op was created on communicator %p, not on communicator %p it is used "
                      "with: a %.100s belongs to the communicator that made it (create it with "
-                     "create_pre_mul_sum() of this one)", p, (void *)self->comm,
+                     "create_pre_mul_sum() of this one)", p, (void *)N4P_COMM(self),
                      Py_TYPE(o)->tp_name);
     return -1;
 }
@@ -381,8 +382,8 @@ call_method(commobj *self, PyTypeObject *cls, int which, PyObject *const *args,
     PyObject *res = NULL;
     n4p_trace_entry *outer = n4p_trace_cur, *te = NULL; /* the flight recorder (trace.h) */
     if (ensure_info(mod, self) < 0 ||
-        n4p_trace_begin(mod, &self->trace, &self->owner, self->comm, self->rank, self->nranks,
-                        d->name, d->rank_role == A_PEER, &te) < 0) {
+        n4p_trace_begin(mod, &self->trace, &self->owner, N4P_COMM(self), self->rank,
+                        self->nranks, d->name, d->rank_role == A_PEER, &te) < 0) {
         n4p_comm_leave(self);
         return NULL;
     }
@@ -394,7 +395,7 @@ call_method(commobj *self, PyTypeObject *cls, int which, PyObject *const *args,
         c->fn = c->root < 0 ? d->fn_all_cfg : d->fn_cfg;
     else
         c->fn = c->root < 0 ? d->fn_all : d->fn;
-    c->comm = self->comm;
+    c->comm = N4P_COMM(self);
     void *fn = n4p_fn(mod, c->fn);
     if (fn == NULL || n4p_check_buffers(mod, self, &j) < 0)
         goto out;
@@ -411,7 +412,7 @@ out:
         for (int i = 0; i < 4; i++)
             PyMem_Free(j.counts[i]);
     Py_XDECREF(j.config);
-    res = n4p_trace_end(mod, self->trace, te, outer, res, &self->comm);
+    res = n4p_trace_end(mod, self->trace, te, outer, res, &N4P_COMM(self));
     n4p_comm_leave(self);
     return res;
 }
@@ -427,6 +428,15 @@ out:
 
 /* ------------------------------------------------------------ the type */
 
+static PyObject *
+cb_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
+{
+    PyObject *o = PyType_GenericNew(tp, args, kwds);
+    if (o != NULL)
+        n4p_slot_init(&((commobj *)o)->handle, NULL);
+    return o;
+}
+
 static int
 cb_init(commobj *self, PyObject *args, PyObject *kwds)
 {
@@ -437,7 +447,7 @@ cb_init(commobj *self, PyObject *args, PyObject *kwds)
     void *p = NULL;
     if (v != NULL && v != Py_None && n4p_arg_ptr(v, "ptr", &p) < 0)
         return -1;
-    self->comm = (ncclComm_t)p;
+    N4P_COMM(self) = (ncclComm_t)p;
     self->pid = n4p_comm_pid();
     n4p_comm_reset_cache(self);
     return 0;
@@ -446,19 +456,19 @@ cb_init(commobj *self, PyObject *args, PyObject *kwds)
 static PyObject *
 cb_get_ptr(commobj *self, void *Py_UNUSED(c))
 {
-    return PyLong_FromVoidPtr(self->comm);
+    return PyLong_FromVoidPtr(N4P_COMM(self));
 }
 
 static PyObject *
 cb_get_address(commobj *self, void *Py_UNUSED(c))
 {
-    return PyLong_FromVoidPtr(&self->comm);
+    return n4p_slot_address(&self->handle);
 }
 
 static PyObject *
 cb_get_is_valid(commobj *self, void *Py_UNUSED(c))
 {
-    return PyBool_FromLong(self->comm != NULL);
+    return PyBool_FromLong(N4P_COMM(self) != NULL);
 }
 
 static PyObject *
@@ -467,7 +477,7 @@ cb_set_ptr(commobj *self, PyObject *v)
     void *p = NULL;
     if (v != Py_None && n4p_arg_ptr(v, "ptr", &p) < 0)
         return NULL;
-    self->comm = (ncclComm_t)p;
+    N4P_COMM(self) = (ncclComm_t)p;
     self->pid = n4p_comm_pid(); /* made (or adopted) by this process */
     n4p_comm_reset_cache(self);
     Py_RETURN_NONE;
@@ -491,6 +501,7 @@ cb_dealloc(commobj *self)
     PyObject_GC_UnTrack(self);
     tp->tp_clear((PyObject *)self);
     n4p_trace_free(self->trace);
+    n4p_slot_release(&self->handle);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -513,7 +524,7 @@ cb_trace_setup(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize
                PyObject *kwnames)
 {
     PyObject *mod = PyType_GetModule(cls);
-    return mod == NULL ? NULL : n4p_trace_setup(mod, &self->trace, &self->owner, self->comm,
+    return mod == NULL ? NULL : n4p_trace_setup(mod, &self->trace, &self->owner, N4P_COMM(self),
                                                 args, nargs, kwnames);
 }
 
@@ -555,13 +566,14 @@ static PyGetSetDef cb_getset[] = {
     {"ptr", (getter)cb_get_ptr, NULL, "the ncclComm_t handle as an int (0 when null)", NULL},
     {"is_valid", (getter)cb_get_is_valid, NULL, "True unless the communicator is null", NULL},
     {"_comm_address", (getter)cb_get_address, NULL,
-     "address of the handle slot (out-parameter for the library)", NULL},
+     "address of the handle slot (out-parameter for the library; it stays valid while the "
+     "library may still write it, see src/slot.c)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot cb_slots[] = {
     {Py_tp_doc, "C base of nccl.core.Communicator."},
-    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_new, cb_new},
     {Py_tp_init, cb_init},
     {Py_tp_dealloc, cb_dealloc},
     {Py_tp_traverse, cb_traverse},

@@ -13,7 +13,7 @@
 
 typedef struct {
     PyObject_HEAD
-    ncclComm_t comm;
+    n4p_slot handle;           /* the ncclComm_t (slot.h); read and set as N4P_COMM(self) */
     int nranks;   /* -1: not known yet */
     int rank;
     int dev_type; /* DLPack device type of the communicator's memory */
@@ -26,6 +26,9 @@ typedef struct {
     ncclComm_t deferred_abort; /* aborted while calls were pending */
     n4p_trace *trace;          /* flight recorder and watchdog (trace.h) */
 } commobj;
+
+/* The communicator's handle, an lvalue: its slot's value. */
+#define N4P_COMM(self) (*(ncclComm_t *)(self)->handle.at)
 
 /* One library call of a collective or point-to-point method, as the library
  * receives it.  Every call of every method passes through one place with it
@@ -100,7 +103,7 @@ int n4p_comm_busy(PyObject *mod, const char *op, const char *why);
 static inline int
 n4p_comm_enter(PyObject *mod, commobj *self, const char *op)
 {
-    if ((self->comm == NULL || self->pid != n4p_current_pid || self->trace != NULL) &&
+    if ((N4P_COMM(self) == NULL || self->pid != n4p_current_pid || self->trace != NULL) &&
         n4p_comm_check_valid(mod, self, op) < 0)
         return -1;
     unsigned long me = PyThread_get_thread_ident();

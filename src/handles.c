@@ -9,13 +9,12 @@
  *
  * Such a slot may be written after the object is gone: a non-blocking init
  * returns ncclInProgress and fills it from the library's own thread when it
- * is done, whether or not anyone still holds the Comm.  So the objects of
- * creating functions keep their slot in a cell of its own; when one is
- * dropped while the library may still write its cell (the call returned
- * ncclInProgress, or ran inside a group), the cell is not freed but kept on
- * a list for the rest of the process (16 bytes each), and the library
- * writes where it was told to, never into freed or reused memory.  Objects
- * made from a value (Comm(5), comm_init_all) hold it in the object.
+ * is done, whether or not anyone still holds the Comm.  The slot is the one
+ * slot type (slot.c): the objects of creating functions, and any object
+ * whose `handle_ptr` was read, keep the value in a cell of its own, which
+ * outlives the object while the library may still write it.  Objects made
+ * from a value whose address never left them (Comm(5), comm_init_all) hold
+ * it in the object.
  *
  * A Window also remembers the communicator its creating function was given
  * (`owner`): a function that takes a communicator and a Window object of
@@ -31,27 +30,7 @@
  */
 #include "bindings.h"
 
-#include <stdatomic.h>
-
 typedef n4p_handleobj handleobj; /* bindings.h: the converters read the slot inline */
-
-/* A slot of its own; `value` first, so the slot's address is the cell's. */
-typedef struct cell {
-    void *value;
-    struct cell *next;
-} cell;
-
-/* Cells the library may still write, of objects that are gone. */
-static _Atomic(cell *) orphans;
-
-static void
-keep_orphan(cell *c)
-{
-    cell *head = atomic_load(&orphans);
-    do
-        c->next = head;
-    while (!atomic_compare_exchange_weak(&orphans, &head, c));
-}
 
 static int
 h_init(handleobj *self, PyObject *args, PyObject *kwds)
@@ -63,11 +42,11 @@ h_init(handleobj *self, PyObject *args, PyObject *kwds)
     void *p = NULL;
     if (v != NULL && n4p_arg_ptr(v, "handle", &p) < 0)
         return -1;
-    if (self->slot != &self->own) { /* __init__ again on an object with a cell */
-        *self->slot = p;
+    if (self->slot.at != &self->slot.own) { /* __init__ again on an object with a cell */
+        *self->slot.at = p;
         return 0;
     }
-    self->own = p;
+    self->slot.own = p;
     self->owner = NULL;
     return 0;
 }
@@ -77,7 +56,7 @@ h_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
 {
     PyObject *o = PyType_GenericNew(tp, args, kwds);
     if (o != NULL)
-        ((handleobj *)o)->slot = &((handleobj *)o)->own;
+        n4p_slot_init(&((handleobj *)o)->slot, NULL);
     return o;
 }
 
@@ -85,12 +64,7 @@ static void
 h_dealloc(handleobj *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
-    if (self->slot != NULL && self->slot != &self->own) {
-        if (self->lent)
-            keep_orphan((cell *)self->slot);
-        else
-            PyMem_RawFree(self->slot);
-    }
+    n4p_slot_release(&self->slot);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -99,7 +73,7 @@ h_dealloc(handleobj *self)
 static PyObject *
 h_int(handleobj *self)
 {
-    return PyLong_FromSsize_t((Py_ssize_t)(intptr_t)*self->slot);
+    return PyLong_FromSsize_t((Py_ssize_t)(intptr_t)*self->slot.at);
 }
 
 static PyObject *
@@ -111,20 +85,20 @@ h_get_handle(handleobj *self, void *Py_UNUSED(c))
 static PyObject *
 h_get_slot(handleobj *self, void *Py_UNUSED(c))
 {
-    return PyLong_FromVoidPtr(self->slot);
+    return n4p_slot_address(&self->slot);
 }
 
 static int
 h_bool(handleobj *self)
 {
-    return *self->slot != NULL;
+    return *self->slot.at != NULL;
 }
 
 static PyObject *
 h_repr(handleobj *self)
 {
     return PyUnicode_FromFormat("<%s handle=%p object at %p>", Py_TYPE(self)->tp_name,
-                                *self->slot, (void *)self);
+                                *self->slot.at, (void *)self);
 }
 
 static Py_hash_t
@@ -310,7 +284,7 @@ static PyType_Spec handle_specs[N4P_H_COUNT] = {
 void **
 n4p_handle_slot(PyObject *o)
 {
-    return ((handleobj *)o)->slot;
+    return ((handleobj *)o)->slot.at;
 }
 
 PyObject *
@@ -320,10 +294,8 @@ n4p_handle_new(n4p_state *st, enum n4p_handle_kind kind, void *value)
     PyObject *o = tp->tp_alloc(tp, 0);
     if (o != NULL) {
         handleobj *h = (handleobj *)o;
-        h->own = value;
-        h->slot = &h->own;
+        n4p_slot_init(&h->slot, value);
         h->owner = NULL;
-        h->lent = 0;
     }
     return o;
 }
@@ -331,23 +303,16 @@ n4p_handle_new(n4p_state *st, enum n4p_handle_kind kind, void *value)
 PyObject *
 n4p_handle_new_out(n4p_state *st, enum n4p_handle_kind kind)
 {
-    cell *c = PyMem_RawCalloc(1, sizeof(cell));
-    if (c == NULL)
-        return PyErr_NoMemory();
     PyObject *o = n4p_handle_new(st, kind, NULL);
-    if (o == NULL) {
-        PyMem_RawFree(c);
-        return NULL;
-    }
-    ((handleobj *)o)->slot = &c->value;
+    if (o != NULL && n4p_slot_out(&((handleobj *)o)->slot) == NULL)
+        Py_CLEAR(o);
     return o;
 }
 
 void
 n4p_handle_called(PyObject *h, ncclResult_t r)
 {
-    if (r == ncclInProgress || n4p_group_depth() > 0)
-        ((handleobj *)h)->lent = 1;
+    n4p_slot_lent(&((handleobj *)h)->slot, r);
 }
 
 void

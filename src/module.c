@@ -73,6 +73,10 @@ static PyMethodDef module_methods[] = {
      "_dtype_table()\n--\n\n"
      "(((nccl name, size, array name, nccl-tests name), ...) by value, the value arrays of "
      "bool travel as): the data types' table the C code reads."},
+    {"_slot_stats", (PyCFunction)n4p_slot_stats, METH_NOARGS,
+     "_slot_stats()\n--\n\n"
+     "(slots whose address was handed out and whose owner is alive, slots kept for the rest "
+     "of the process because the library may still write them): src/slot.c."},
     {"resolve_buffer", (PyCFunction)(void (*)(void))n4p_py_resolve_buffer,
      METH_FASTCALL | METH_KEYWORDS,
      "resolve_buffer(obj, name='buffer', writable=False, keep=False, general=False)\n--\n\n"

@@ -1,14 +1,28 @@
 /*
- * pointerbox.c - PointerBox: a stable intptr_t slot whose address can be
+ * pointerbox.c - PointerBox: a pointer-sized slot whose address can be
  * handed to the library as an out-parameter (the nccl4py 0.3 convention,
- * which lets a non-blocking init fill the handle later).
+ * which lets a non-blocking init fill the handle later).  The slot is the
+ * one slot type (slot.c): once `.address` was read, the value lives in a
+ * cell that outlives the box while the library may still write it.
  */
 #include "bindings.h"
 
 typedef struct {
     PyObject_HEAD
-    intptr_t ptr;
+    n4p_slot slot;
 } pbox;
+
+/* The value as the signed int it reads as (intptr_t). */
+#define PTR(self) ((intptr_t)*(self)->slot.at)
+
+static PyObject *
+pb_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
+{
+    PyObject *o = PyType_GenericNew(tp, args, kwds);
+    if (o != NULL)
+        n4p_slot_init(&((pbox *)o)->slot, NULL);
+    return o;
+}
 
 static int
 pb_init(pbox *self, PyObject *args, PyObject *kwds)
@@ -20,7 +34,7 @@ pb_init(pbox *self, PyObject *args, PyObject *kwds)
     void *p = NULL;
     if (v != NULL && n4p_arg_ptr(v, "ptr", &p) < 0)
         return -1;
-    self->ptr = (intptr_t)p;
+    *self->slot.at = p;
     return 0;
 }
 
@@ -28,6 +42,7 @@ static void
 pb_dealloc(pbox *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
+    n4p_slot_release(&self->slot);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -35,31 +50,31 @@ pb_dealloc(pbox *self)
 static PyObject *
 pb_address(pbox *self, void *Py_UNUSED(c))
 {
-    return PyLong_FromVoidPtr(&self->ptr);
+    return n4p_slot_address(&self->slot);
 }
 
 static PyObject *
 pb_int(pbox *self)
 {
-    return PyLong_FromSsize_t(self->ptr);
+    return PyLong_FromSsize_t(PTR(self));
 }
 
 static int
 pb_bool(pbox *self)
 {
-    return self->ptr != 0;
+    return PTR(self) != 0;
 }
 
 static PyObject *
 pb_repr(pbox *self)
 {
-    return PyUnicode_FromFormat("<PointerBox ptr=%p>", (void *)self->ptr);
+    return PyUnicode_FromFormat("<PointerBox ptr=%p>", *self->slot.at);
 }
 
 static PyObject *
 pb_format(pbox *self, PyObject *spec)
 {
-    PyObject *v = PyLong_FromSsize_t(self->ptr);
+    PyObject *v = PyLong_FromSsize_t(PTR(self));
     if (v == NULL)
         return NULL;
     PyObject *r = PyObject_Format(v, spec);
@@ -85,7 +100,7 @@ pb_set_ptr(pbox *self, PyObject *v, void *Py_UNUSED(c))
     void *p;
     if (n4p_arg_ptr(v, "ptr", &p) < 0)
         return -1;
-    self->ptr = (intptr_t)p;
+    *self->slot.at = p;
     return 0;
 }
 
@@ -103,7 +118,7 @@ static PyMethodDef pb_methods[] = {
 static PyType_Slot pb_slots[] = {
     {Py_tp_doc, "PointerBox(ptr=0)\n--\n\nStable storage for a pointer that the library fills "
                 "(pass .address as the out-parameter; read .ptr or int(box))."},
-    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_new, pb_new},
     {Py_tp_init, pb_init},
     {Py_tp_dealloc, pb_dealloc},
     {Py_tp_getset, pb_getset},

@@ -199,6 +199,8 @@ w_comm_init_rank(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObjec
     Py_END_ALLOW_THREADS
     if (h0 != NULL)
         n4p_handle_called(h0, r);
+    if (given)
+        n4p_slot_returned(o0, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -251,6 +253,8 @@ w_comm_init_rank_config(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, 
     Py_END_ALLOW_THREADS
     if (h0 != NULL)
         n4p_handle_called(h0, r);
+    if (given)
+        n4p_slot_returned(o0, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -306,6 +310,8 @@ w_comm_init_rank_scalable(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     Py_END_ALLOW_THREADS
     if (h0 != NULL)
         n4p_handle_called(h0, r);
+    if (given)
+        n4p_slot_returned(o0, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -458,6 +464,8 @@ w_comm_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     Py_END_ALLOW_THREADS
     if (h3 != NULL)
         n4p_handle_called(h3, r);
+    if (given)
+        n4p_slot_returned(o3, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -513,6 +521,8 @@ w_comm_shrink(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *
     Py_END_ALLOW_THREADS
     if (h3 != NULL)
         n4p_handle_called(h3, r);
+    if (given)
+        n4p_slot_returned(o3, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -616,6 +626,8 @@ w_comm_grow(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     Py_END_ALLOW_THREADS
     if (h4 != NULL)
         n4p_handle_called(h4, r);
+    if (given)
+        n4p_slot_returned(o4, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else
@@ -965,6 +977,8 @@ w_comm_window_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, P
     Py_END_ALLOW_THREADS
     if (h3 != NULL)
         n4p_handle_called(h3, r);
+    if (given)
+        n4p_slot_returned(o3, r);
     if (n4p_status_failed(r))
         n4p_raise_status(mod, r);
     else

@@ -495,6 +495,7 @@ def _gen_general(e: Entry) -> list[str]:
     # locals; everything that needs releasing is declared before the first jump
     decls, convs, late, cleanup = [], [], [], []
     handles: list[tuple[int, str]] = []
+    given_outs: list[int] = []  # optional out-parameters given as an address
     newobj = False
     for i, p in enumerate(e.params):
         k, v = p.k, f"v{i}"
@@ -546,12 +547,14 @@ def _gen_general(e: Entry) -> list[str]:
             decls.append(f"    void *o{i} = NULL;")
             decls.append(f"    PyObject *h{i} = NULL;")
             handles.append((i, k.handle))
+            given_outs.append(i)
             convs.append((f'given && n4p_arg_out_ptr({src}, "{p.pyname}", &o{i})', p))
         elif k.role == "out":
             sep = "" if k.local.endswith("*") else " "
             decls.append(f"    {k.local}{sep}{v} = {k.zero};")
             if p.optional_out:
                 decls.append(f"    void *o{i} = NULL;")
+                given_outs.append(i)
                 convs.append((f'given && n4p_arg_out_ptr({src}, "{p.pyname}", &o{i})', p))
         else:
             raise SystemExit(f"{e.name}: no generated conversion for {p.kind}")
@@ -648,6 +651,9 @@ def _gen_general(e: Entry) -> list[str]:
     for i, _ in handles:  # may the library write the slot later?
         out.append(f"    if (h{i} != NULL)")
         out.append(f"        n4p_handle_called(h{i}, r);")
+    for i in given_outs:  # the caller's storage: a slot of ours, lent? (src/slot.c)
+        out.append("    if (given)")
+        out.append(f"        n4p_slot_returned(o{i}, r);")
     for i, p in stamps:
         if p.k.role == "out":
             out.append(f"    if (v{i} != p{i} && !n4p_status_failed(r))")
