@@ -87,7 +87,7 @@ n4p_arg_out_ptr(PyObject *o, const char *name, void **out)
     if (*out == NULL) {
         PyErr_Format(PyExc_ValueError,
                      "%s must be the non-zero address of storage for the result "
-                     "(e.g. PointerBox().address)", name);
+                     "(e.g. box.address of a box = PointerBox() kept in a variable)", name);
         return -1;
     }
     return 0;

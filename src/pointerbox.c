@@ -117,7 +117,9 @@ static PyMethodDef pb_methods[] = {
 
 static PyType_Slot pb_slots[] = {
     {Py_tp_doc, "PointerBox(ptr=0)\n--\n\nStable storage for a pointer that the library fills "
-                "(pass .address as the out-parameter; read .ptr or int(box))."},
+                "(keep the box in a variable, pass box.address as the out-parameter; read "
+                "box.ptr or int(box)).  PointerBox().address is a temporary's address, freed "
+                "before the call."},
     {Py_tp_new, pb_new},
     {Py_tp_init, pb_init},
     {Py_tp_dealloc, pb_dealloc},

@@ -2,8 +2,9 @@
 
 Addresses, handles and streams are Python ints.  Functions that create a
 handle accept both calling conventions of upstream nccl4py (0.2: the handle
-is returned; 0.3: the address of caller storage such as
-``PointerBox().address`` is passed and the status is returned).
+is returned; 0.3: the address of caller storage such as ``box.address``
+of a ``box = PointerBox()`` kept in a variable is passed and the status is
+returned; ``PointerBox().address`` is a temporary's, freed before the call).
 
 Lifetimes are the caller's business here: the memory behind an address, and
 the storage an out-parameter points to, must stay valid until the library is

@@ -792,10 +792,13 @@ def docstring(e: Entry) -> str:
                       "      arithmetic);",
                       f"  {e.pyname}({_py_sig(e, False)}) -> int",
                       f"      nccl4py 0.3: {opt.pyname} is the address of caller storage "
-                      "(e.g. PointerBox().address)",
-                      "      that receives the handle, possibly later (non-blocking calls, "
-                      "groups);",
-                      "      returns the status (0 Success or 7 InProgress).",
+                      "that receives",
+                      "      the handle, possibly later (non-blocking calls, groups): "
+                      "box.address of a",
+                      "      box = PointerBox() kept in a variable (not PointerBox().address: "
+                      "that box",
+                      "      is freed before the call); returns the status (0 Success or 7 "
+                      "InProgress).",
                       "  The number of arguments tells the two apart."]
     pys = e.py_params
     if pys:
