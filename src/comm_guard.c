@@ -73,9 +73,11 @@ n4p_comm_reset_cache(commobj *self)
 int
 n4p_comm_check_valid(PyObject *mod, commobj *self, const char *op)
 {
-    if (n4p_trace_check(mod, self->trace, &N4P_COMM(self), op) < 0)
+    if (n4p_trace_check(mod, self->trace, &N4P_HANDLE(self), op) < 0) {
+        self->comm = NULL; /* the watchdog aborted it */
         return -1;
-    if (N4P_COMM(self) == NULL) {
+    }
+    if (self->comm == NULL && (self->comm = N4P_HANDLE(self)) == NULL) { /* filled since? */
         n4p_comm_invalid(mod, "Cannot %s: Communicator not initialized", op);
         return -1;
     }
@@ -195,7 +197,7 @@ n4p_comm_acquire(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssi
         n4p_comm_leave(self);
         return NULL;
     }
-    return PyLong_FromVoidPtr(N4P_COMM(self));
+    return PyLong_FromVoidPtr(self->comm);
 }
 
 PyObject *
@@ -224,16 +226,16 @@ n4p_comm_take_handle(commobj *self, PyTypeObject *cls, PyObject *const *args, Py
     int is_abort = nargs > 0 ? PyObject_IsTrue(args[0]) : 0;
     if (is_abort < 0)
         return NULL;
-    ncclComm_t h = N4P_COMM(self);
+    ncclComm_t h = N4P_HANDLE(self);
     if (h == NULL)
         return PyLong_FromLong(0);
     if (self->pid == n4p_current_pid && n4p_trace_take(self->trace)) {
-        N4P_COMM(self) = NULL; /* the watchdog aborted it */
+        n4p_comm_set(self, NULL); /* the watchdog aborted it */
         n4p_comm_reset_cache(self);
         return PyLong_FromLong(0);
     }
     if (self->pid != n4p_current_pid) {
-        N4P_COMM(self) = NULL;
+        n4p_comm_set(self, NULL);
         n4p_comm_reset_cache(self);
         return PyLong_FromLong(0);
     }
@@ -247,7 +249,7 @@ n4p_comm_take_handle(commobj *self, PyTypeObject *cls, PyObject *const *args, Py
                                     "queued in an open group and run at its end; end the "
                                     "group (group_end) first, or abort()");
     }
-    N4P_COMM(self) = NULL;
+    n4p_comm_set(self, NULL);
     n4p_comm_reset_cache(self);
     if (is_abort && atomic_load(&self->pending) > 0) {
         self->deferred_abort = h;

@@ -116,11 +116,11 @@ ensure_info(PyObject *mod, commobj *self)
     /* the host backend reports ncclCommInitAll's device index too */
     ncclCommCuDevice_fn cu = (ncclCommCuDevice_fn)n4p_fns[N4P_IDX_ncclCommCuDevice];
     Py_BEGIN_ALLOW_THREADS
-    rc = count(N4P_COMM(self), &n);
+    rc = count(self->comm, &n);
     if (rc == ncclSuccess)
-        rc = user_rank(N4P_COMM(self), &r);
+        rc = user_rank(self->comm, &r);
     if (rc == ncclSuccess && cu != NULL)
-        rc = cu(N4P_COMM(self), &dev);
+        rc = cu(self->comm, &dev);
     Py_END_ALLOW_THREADS
     if (n4p_status_failed(rc)) {
         n4p_raise_status(mod, rc);
@@ -153,11 +153,11 @@ check_op_owner(PyObject *mod, commobj *self, PyObject *o)
     Py_DECREF(owner);
     if (p == NULL && PyErr_Occurred())
         return -1;
-    if (p == NULL || p == (void *)N4P_COMM(self))
+    if (p == NULL || p == (void *)self->comm)
         return 0;
     n4p_comm_invalid(mod, "op was created on communicator %p, not on communicator %p it is used "
                      "with: a %.100s belongs to the communicator that made it (create it with "
-                     "create_pre_mul_sum() of this one)", p, (void *)N4P_COMM(self),
+                     "create_pre_mul_sum() of this one)", p, (void *)self->comm,
                      Py_TYPE(o)->tp_name);
     return -1;
 }
@@ -382,7 +382,7 @@ call_method(commobj *self, PyTypeObject *cls, int which, PyObject *const *args,
     PyObject *res = NULL;
     n4p_trace_entry *outer = n4p_trace_cur, *te = NULL; /* the flight recorder (trace.h) */
     if (ensure_info(mod, self) < 0 ||
-        n4p_trace_begin(mod, &self->trace, &self->owner, N4P_COMM(self), self->rank,
+        n4p_trace_begin(mod, &self->trace, &self->owner, self->comm, self->rank,
                         self->nranks, d->name, d->rank_role == A_PEER, &te) < 0) {
         n4p_comm_leave(self);
         return NULL;
@@ -395,7 +395,7 @@ call_method(commobj *self, PyTypeObject *cls, int which, PyObject *const *args,
         c->fn = c->root < 0 ? d->fn_all_cfg : d->fn_cfg;
     else
         c->fn = c->root < 0 ? d->fn_all : d->fn;
-    c->comm = N4P_COMM(self);
+    c->comm = self->comm;
     void *fn = n4p_fn(mod, c->fn);
     if (fn == NULL || n4p_check_buffers(mod, self, &j) < 0)
         goto out;
@@ -412,7 +412,7 @@ out:
         for (int i = 0; i < 4; i++)
             PyMem_Free(j.counts[i]);
     Py_XDECREF(j.config);
-    res = n4p_trace_end(mod, self->trace, te, outer, res, &N4P_COMM(self));
+    res = n4p_trace_end(mod, self->trace, te, outer, res, &N4P_HANDLE(self));
     n4p_comm_leave(self);
     return res;
 }
@@ -447,7 +447,7 @@ cb_init(commobj *self, PyObject *args, PyObject *kwds)
     void *p = NULL;
     if (v != NULL && v != Py_None && n4p_arg_ptr(v, "ptr", &p) < 0)
         return -1;
-    N4P_COMM(self) = (ncclComm_t)p;
+    n4p_comm_set(self, (ncclComm_t)p);
     self->pid = n4p_comm_pid();
     n4p_comm_reset_cache(self);
     return 0;
@@ -456,7 +456,7 @@ cb_init(commobj *self, PyObject *args, PyObject *kwds)
 static PyObject *
 cb_get_ptr(commobj *self, void *Py_UNUSED(c))
 {
-    return PyLong_FromVoidPtr(N4P_COMM(self));
+    return PyLong_FromVoidPtr(N4P_HANDLE(self));
 }
 
 static PyObject *
@@ -468,7 +468,7 @@ cb_get_address(commobj *self, void *Py_UNUSED(c))
 static PyObject *
 cb_get_is_valid(commobj *self, void *Py_UNUSED(c))
 {
-    return PyBool_FromLong(N4P_COMM(self) != NULL);
+    return PyBool_FromLong(N4P_HANDLE(self) != NULL);
 }
 
 static PyObject *
@@ -477,7 +477,7 @@ cb_set_ptr(commobj *self, PyObject *v)
     void *p = NULL;
     if (v != Py_None && n4p_arg_ptr(v, "ptr", &p) < 0)
         return NULL;
-    N4P_COMM(self) = (ncclComm_t)p;
+    n4p_comm_set(self, (ncclComm_t)p);
     self->pid = n4p_comm_pid(); /* made (or adopted) by this process */
     n4p_comm_reset_cache(self);
     Py_RETURN_NONE;
@@ -524,8 +524,10 @@ cb_trace_setup(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize
                PyObject *kwnames)
 {
     PyObject *mod = PyType_GetModule(cls);
-    return mod == NULL ? NULL : n4p_trace_setup(mod, &self->trace, &self->owner, N4P_COMM(self),
-                                                args, nargs, kwnames);
+    if (mod == NULL)
+        return NULL;
+    self->comm = N4P_HANDLE(self); /* the abort flag is cleared: see communicator.h */
+    return n4p_trace_setup(mod, &self->trace, &self->owner, self->comm, args, nargs, kwnames);
 }
 
 static PyObject *

@@ -13,7 +13,7 @@
 
 typedef struct {
     PyObject_HEAD
-    n4p_slot handle;           /* the ncclComm_t (slot.h); read and set as N4P_COMM(self) */
+    ncclComm_t comm;           /* the handle the calls use: a copy of the slot's (below) */
     int nranks;   /* -1: not known yet */
     int rank;
     int dev_type; /* DLPack device type of the communicator's memory */
@@ -25,10 +25,29 @@ typedef struct {
     atomic_int active;         /* calls of groups now ending */
     ncclComm_t deferred_abort; /* aborted while calls were pending */
     n4p_trace *trace;          /* flight recorder and watchdog (trace.h) */
+    n4p_slot handle;           /* the handle where the library writes it (slot.h) */
 } commobj;
 
-/* The communicator's handle, an lvalue: its slot's value. */
-#define N4P_COMM(self) (*(ncclComm_t *)(self)->handle.at)
+/* The handle is the slot's value, N4P_HANDLE(self): the library may write it
+ * there, and after the object is gone (a non-blocking init, a group's end).
+ * The calls read the copy in `comm` (one load less on every call), which is
+ * the slot's value but for two moments, neither of which lets a call use a
+ * stale one:
+ *   - the library has yet to fill the slot: `comm` is NULL, so the call
+ *     takes n4p_comm_check_valid, which copies the slot's value first;
+ *   - the watchdog's abort nulled the slot (n4p_trace_end): until the next
+ *     _trace_setup (which copies the slot's value) every call fails in
+ *     n4p_comm_check_valid, which nulls `comm` too.
+ * Everything else that sets the handle sets both (n4p_comm_set).  The
+ * library only ever fills a null slot (nccl.core hands _comm_address only
+ * to the creating call of a null communicator). */
+#define N4P_HANDLE(self) (*(ncclComm_t *)(self)->handle.at)
+static inline void
+n4p_comm_set(commobj *self, ncclComm_t h)
+{
+    self->comm = h;
+    N4P_HANDLE(self) = h;
+}
 
 /* One library call of a collective or point-to-point method, as the library
  * receives it.  Every call of every method passes through one place with it
@@ -103,7 +122,7 @@ int n4p_comm_busy(PyObject *mod, const char *op, const char *why);
 static inline int
 n4p_comm_enter(PyObject *mod, commobj *self, const char *op)
 {
-    if ((N4P_COMM(self) == NULL || self->pid != n4p_current_pid || self->trace != NULL) &&
+    if ((self->comm == NULL || self->pid != n4p_current_pid || self->trace != NULL) &&
         n4p_comm_check_valid(mod, self, op) < 0)
         return -1;
     unsigned long me = PyThread_get_thread_ident();

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import gc
 
+import numpy as np
 import pytest
 
 import nccl.bindings as b
@@ -168,3 +169,24 @@ def test_the_address_stays_the_slot(stub):
     assert comm.ptr == 0x1000 and comm.is_valid
     comm._set_ptr(0)
     assert ctypes.c_void_p.from_address(comm._comm_address).value is None
+
+
+def test_a_communicator_the_library_fills_later_is_used_with_that_handle(stub):
+    """The calls of a Communicator use the handle the library wrote into its
+    slot after the creating call returned (non-blocking init)."""
+    uid = nc.get_unique_id()
+    stub.nccl4pyStubSetWriteOutputs(0)
+    stub.nccl4pyStubSetResult(int(b.Result.InProgress))
+    try:
+        comm = nc.Communicator.init(1, 0, uid)
+    finally:
+        stub.nccl4pyStubSetWriteOutputs(1)
+        stub.nccl4pyStubSetResult(0)
+    assert comm.ptr == 0 and not comm.is_valid
+    _write_late(comm._comm_address)  # the init completes
+    assert comm.ptr == LATE and comm.is_valid
+    x = np.ones(8, np.float32)
+    y = np.zeros(8, np.float32)
+    comm.allreduce(x, y, nc.SUM)
+    assert f"comm=comm:{LATE:#x}" in stub.nccl4pyStubLastCall().decode()
+    comm._set_ptr(0)
