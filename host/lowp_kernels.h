@@ -28,6 +28,12 @@
  * codes (e4m3's NaN):
  *   LK_SPECIAL(p, n)    whether any of the n codes at p is one
  *   LK_LD_PLAIN(p)      LK_LD for codes that are not
+ * for partial steps without copies:
+ *   LK_LD_N(p, n), LK_ST_N(p, v, n)   LK_LD / LK_ST of the first n < LK_LANES
+ *                       elements (the other lanes loaded as zero)
+ * and for a reduction of two sources of its own:
+ *   LK_PAIR(rs, dst, srcs, count)   reduces srcs[0], srcs[1] into dst and
+ *                       is true, or is false and does nothing
  * The type's macros are undefined at the end.
  *
  * Defines LK_KERNELS(LK_TYPE, LK_PATH): the type's n4p_lowp_kernels entry.
@@ -50,19 +56,28 @@
 #define BLK 1024 /* elements of a block, a multiple of every LK_LANES */
 #endif
 
-/* A last step of n < LK_LANES elements, through zero-filled copies. */
+/* A last step of n < LK_LANES elements: masked, or through zero-filled
+ * copies. */
 LK_INLINE LK_V LK_FN(load_tail)(const unsigned char *p, size_t n)
 {
+#ifdef LK_LD_N
+    return LK_LD_N(p, n);
+#else
     unsigned char b[LK_LANES * LK_ESZ] = {0};
     memcpy(b, p, n * LK_ESZ);
     return LK_LD(b);
+#endif
 }
 
 LK_INLINE void LK_FN(store_tail)(unsigned char *p, LK_V v, size_t n)
 {
+#ifdef LK_ST_N
+    LK_ST_N(p, v, n);
+#else
     unsigned char b[LK_LANES * LK_ESZ];
     LK_ST(b, v);
     memcpy(p, b, n * LK_ESZ);
+#endif
 }
 
 LK_ATTR static void LK_FN(decode)(float *out, const void *in, size_t n)
@@ -202,6 +217,10 @@ LK_INLINE void LK_FN(run)(unsigned char *dst, const void *const *srcs, int nsrc,
 LK_ATTR static void LK_FN(reduce)(const n4p_redspec *rs, void *dst, const void *const *srcs,
                                   int nsrc, size_t count)
 {
+#ifdef LK_PAIR
+    if (nsrc == 2 && LK_PAIR(rs, dst, srcs, count))
+        return;
+#endif
     const LK_V s = LK_SET(LK_DEC1(rs->scalar));
     const LK_V d = LK_SET((float)rs->nranks);
     unsigned char *q = dst;
@@ -234,4 +253,7 @@ LK_ATTR static void LK_FN(reduce)(const n4p_redspec *rs, void *dst, const void *
 #undef LK_DEC1
 #undef LK_SPECIAL
 #undef LK_LD_PLAIN
+#undef LK_LD_N
+#undef LK_ST_N
+#undef LK_PAIR
 #undef LK_LOAD

@@ -2,16 +2,20 @@
  * lowp_select.c - which kernels reduce the 16- and 8-bit floats, chosen
  * once per process, as copy.c chooses its copy loop.
  *
+ *   - "avx512" (lowp_avx512.c) on x86-64 CPUs with AVX-512 F, BW, VL, DQ,
+ *     FP16 and BF16;
  *   - "avx2" (lowp_avx2.c) on x86 CPUs with AVX2 and F16C;
- *   - "portable" (lowp_portable.c) everywhere else, and wherever
- *     NCCL4PY_HOST_KERNELS=portable asks for it.
+ *   - "portable" (lowp_portable.c) everywhere else.
  *
- * Both give the same bits for every input, so the choice changes only the
- * speed; the variable exists to test and compare the two.  It is read at
- * the first reduction of such a type (or nccl4pyHostConvert) and must be
- * "auto" (the default, also when unset or empty) or "portable", in any
- * case, with or without spaces around it; another value is reported once
- * on stderr and read as "auto".
+ * All give the same bits for every input, so the choice changes only the
+ * speed; the variable exists to test and compare them.  It is read at the
+ * first reduction of such a type (or nccl4pyHostConvert) and must be one
+ * of "auto" (the default, also when unset or empty: the first of the list
+ * the CPU has), "avx512", "avx2" or "portable", in any case, with or
+ * without spaces around it.  A set names the most that may be taken: the
+ * first of the list from it on that the CPU has (asking for avx512 on a
+ * CPU with AVX2 only gives avx2).  Another value is reported once on
+ * stderr and read as "auto".
  * NCCL_DEBUG=INFO names the kernels taken.
  */
 #ifndef _GNU_SOURCE
@@ -57,27 +61,78 @@ static bool cpu_has_avx2_f16c(void)
 }
 #endif
 
+#if defined(__x86_64__)
+/* AVX-512 (the runtime checks that the OS saves the mask and 512-bit
+ * registers), with the half and bfloat16 instructions. */
+static bool cpu_has_avx512(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512fp16") && __builtin_cpu_supports("avx512bf16") &&
+           cpu_has_avx2_f16c();
+}
+#endif
+
+/* The sets, best first; `level` is the first that may be taken. */
+enum { SET_AVX512, SET_AVX2, SET_PORTABLE };
+static const char *const set_names[] = {"avx512", "avx2", "portable"};
+
+static bool cpu_has(int set)
+{
+    switch (set) {
+#if defined(__x86_64__)
+    case SET_AVX512:
+        return cpu_has_avx512();
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+    case SET_AVX2:
+        return cpu_has_avx2_f16c();
+#endif
+    case SET_PORTABLE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static const n4p_lowp_kernels *set_kernels(int set)
+{
+    switch (set) {
+#if defined(__x86_64__)
+    case SET_AVX512:
+        return n4p_lowp_avx512;
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+    case SET_AVX2:
+        return n4p_lowp_avx2;
+#endif
+    default:
+        return n4p_lowp_portable;
+    }
+}
+
 static void choose(void)
 {
     const char *v = getenv(KERNELS_VAR);
-    bool portable = false;
+    int level = SET_AVX512;
     if (v == NULL || is_word(v, ""))
         v = "auto";
-    else if (is_word(v, "portable"))
-        portable = true;
-    else if (!is_word(v, "auto"))
-        n4p_say("%s=%s is not auto or portable; using auto", KERNELS_VAR, v);
-    const char *name = "portable";
-#if defined(__x86_64__) || defined(__i386__)
-    if (!portable && cpu_has_avx2_f16c()) {
-        chosen = n4p_lowp_avx2;
-        name = "avx2";
+    else if (!is_word(v, "auto")) {
+        int s = 0;
+        while (s <= SET_PORTABLE && !is_word(v, set_names[s]))
+            s++;
+        if (s <= SET_PORTABLE)
+            level = s;
+        else
+            n4p_say("%s=%s is not auto, avx512, avx2 or portable; using auto", KERNELS_VAR, v);
     }
-#else
-    (void)portable;
-#endif
-    n4p_log(N4P_LOG_INFO, NULL, "16- and 8-bit float kernels: %s (%s=%s)", name, KERNELS_VAR,
-            v);
+    int set = level;
+    while (!cpu_has(set))
+        set++;
+    chosen = set_kernels(set);
+    n4p_log(N4P_LOG_INFO, NULL, "16- and 8-bit float kernels: %s (%s=%s)", set_names[set],
+            KERNELS_VAR, v);
 }
 
 const n4p_lowp_kernels *n4p_lowp_kernels_of(int dtype)
