@@ -431,7 +431,7 @@ typedef struct {
 const n4p_lowp_kernels *n4p_lowp_kernels_of(int dtype);
 extern const n4p_lowp_kernels n4p_lowp_portable[ncclNumTypes]; /* lowp_portable.c */
 extern const n4p_lowp_kernels n4p_lowp_avx2[ncclNumTypes];     /* lowp_avx2.c, x86 */
-extern const n4p_lowp_kernels n4p_lowp_avx512[ncclNumTypes];   /* lowp_avx512.c, x86-64 */
+extern const n4p_lowp_kernels n4p_lowp_avx512[ncclNumTypes];   /* lowp_avx512.c (empty: none) */
 
 /* reduce.c */
 void n4p_reduce(const n4p_redspec *rs, void *dst, const void *const *srcs,

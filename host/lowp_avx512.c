@@ -3,7 +3,8 @@
  * AVX-512 F/BW/VL/DQ, AVX512-FP16 and AVX512-BF16: the template of
  * lowp_kernels.h, sixteen float32 elements a step, compiled for those
  * instructions only (function attributes; the build's target stays generic,
- * and lowp_select.c takes these kernels only where the CPU has them all).
+ * and lowp_select.c takes these kernels only where the CPU has them all; a
+ * compiler without the half intrinsics builds an empty set).
  *
  * They give the same bits as lowp.h's functions and the other kernels for
  * every input.  Widening is exact:
@@ -45,6 +46,12 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#endif
+/* the compiler's half intrinsics (GCC 12 and later declare them for the
+ * target attributes below; older Clang only for -mavx512fp16): without
+ * them the set is empty, and lowp_select.c never takes it */
+#if defined(__x86_64__) &&                                                     \
+    (defined(__AVX512FP16INTRIN_H_INCLUDED) || defined(__AVX512FP16INTRIN_H))
 
 #define LK_PATH avx512
 #define LK_ATTR                                                                          \
@@ -437,4 +444,6 @@ const n4p_lowp_kernels n4p_lowp_avx512[ncclNumTypes] = {
     [ncclFloat8e4m3] = LK_KERNELS(e4m3, avx512),
     [ncclFloat8e5m2] = LK_KERNELS(e5m2, avx512),
 };
+#else
+const n4p_lowp_kernels n4p_lowp_avx512[ncclNumTypes] = {{NULL, NULL, NULL}};
 #endif

@@ -63,14 +63,19 @@ static bool cpu_has_avx2_f16c(void)
 
 #if defined(__x86_64__)
 /* AVX-512 (the runtime checks that the OS saves the mask and 512-bit
- * registers), with the half and bfloat16 instructions. */
+ * registers), with the half and bfloat16 instructions, from CPUID (leaf 7:
+ * EDX bit 23 of subleaf 0, EAX bit 5 of subleaf 1), which not every
+ * compiler's __builtin_cpu_supports knows; and only where the compiler
+ * built the kernels (lowp_avx512.c). */
 static bool cpu_has_avx512(void)
 {
+    unsigned a, b, c, d, a1, b1, c1, d1;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512fp16") && __builtin_cpu_supports("avx512bf16") &&
-           cpu_has_avx2_f16c();
+    return n4p_lowp_avx512[ncclFloat16].reduce != NULL && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && cpu_has_avx2_f16c() &&
+           __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 23)) &&
+           __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
 }
 #endif
 
