@@ -1,6 +1,6 @@
 /*
  * lowp_avx512.c - the kernels of the 16- and 8-bit floats for x86 CPUs with
- * AVX-512 F/BW/VL/DQ, AVX512-FP16 and AVX512-BF16: the template of
+ * AVX-512 F/BW/VL/DQ/VBMI, AVX512-FP16 and AVX512-BF16: the template of
  * lowp_kernels.h, sixteen float32 elements a step, compiled for those
  * instructions only (function attributes; the build's target stays generic,
  * and lowp_select.c takes these kernels only where the CPU has them all; a
@@ -28,9 +28,10 @@
  *     once.
  * Two sources (two ranks, or the bias of an all-reduce-with-bias) of sum,
  * prod, max, min and average (of two ranks) are reduced in halves, 32
- * lanes a step, where that gives the bits of the float32 reduction
- * (lowp_avx512.h says which and why); everything else goes through
- * float32.  Partial steps use masked loads and stores.
+ * lanes a step (64 for fp8), where that gives the bits of the float32
+ * reduction (see "two sources, in halves" below for which and why);
+ * everything else goes through float32.  Partial steps use masked loads
+ * and stores.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -55,8 +56,8 @@
 
 #define LK_PATH avx512
 #define LK_ATTR                                                                          \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512fp16,avx512bf16,"  \
-                          "avx2,f16c,fma")))
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512fp16,"  \
+                          "avx512bf16,avx2,f16c,fma")))
 #define LK_LANES 16
 #define LK_V __m512
 #define LK_LDF(p) _mm512_loadu_ps(p)
@@ -73,6 +74,7 @@
 #define I32(x) _mm512_set1_epi32((int)(x))
 #define TAIL16(n) ((__mmask16)((1u << (n)) - 1u)) /* n < 16 lanes */
 #define TAIL32(n) ((__mmask32)((1ull << (n)) - 1u)) /* n < 32 lanes */
+#define TAIL64(n) ((__mmask64)((1ull << (n)) - 1u)) /* n < 64 lanes */
 /* vpternlog truth tables over (a, b, c): a & b | c, and a | b & c */
 #define AND_OR 0xea
 #define OR_AND 0xf8
@@ -145,14 +147,6 @@ LK_ATTR static inline __m256i e4m3_h16(__m128i b)
     __m256i h = _mm256_and_si256(_mm256_slli_epi16(x, 7), Y16(0xbf80));
     __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(x, Y16(0x7f)), Y16(0x7f));
     return _mm256_mask_add_epi16(h, nan, h, Y16(0x3e80));
-}
-
-LK_ATTR static inline __m512i e4m3_h32(__m256i b)
-{
-    __m512i x = _mm512_cvtepi8_epi16(b);
-    __m512i h = _mm512_and_si512(_mm512_slli_epi16(x, 7), W16(0xbf80));
-    __mmask32 nan = _mm512_cmpeq_epi16_mask(_mm512_and_si512(x, W16(0x7f)), W16(0x7f));
-    return _mm512_mask_add_epi16(h, nan, h, W16(0x3e80));
 }
 
 /* the e4m3 codes of halves of 2^-8 times a value: below +-480 (+-0x3f80)
@@ -287,42 +281,85 @@ LK_ATTR static inline void st_e5m2(unsigned char *p, __m512 f, size_t n)
  * codes and every half against the other kernels, bit for bit.  PreMulSum,
  * bfloat16 and other averages go through float32. */
 
-LK_ATTR static inline __m512i ld32_n(const unsigned char *p, size_t n, size_t esz)
+/* 32 halves */
+LK_ATTR static inline __m512h f16_ld32(const unsigned char *p, size_t n)
 {
-    if (esz == 2)
-        return n >= 32 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(TAIL32(n), p);
-    __m256i b = n >= 32 ? _mm256_loadu_si256((const __m256i *)(const void *)p)
-                        : _mm256_maskz_loadu_epi8(TAIL32(n), p);
-    return (__m512i)_mm512_castsi256_si512(b);
+    return _mm512_castsi512_ph(n >= 32 ? _mm512_loadu_si512(p)
+                                       : _mm512_maskz_loadu_epi16(TAIL32(n), p));
 }
 
-LK_ATTR static inline __m512h pair_ld(const unsigned char *p, size_t n, int type)
-{
-    __m512i v = ld32_n(p, n, type == ncclFloat16 ? 2 : 1);
-    if (type == ncclFloat8e4m3)
-        v = e4m3_h32(_mm512_castsi512_si256(v));
-    else if (type == ncclFloat8e5m2)
-        v = _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(v)), 8);
-    return _mm512_castsi512_ph(v);
-}
-
-LK_ATTR static inline void pair_st(unsigned char *p, __m512h x, size_t n, int type)
+LK_ATTR static inline void f16_st32(unsigned char *p, __m512h x, size_t n)
 {
     __m512i h = _mm512_castph_si512(x);
-    if (type == ncclFloat16) {
-        __m512i nan = _mm512_ternarylogic_epi32(h, W16(0x8000), W16(0x7e00), AND_OR);
-        h = _mm512_mask_mov_epi16(h, _mm512_cmp_ph_mask(x, x, _CMP_UNORD_Q), nan);
-        if (n >= 32)
-            _mm512_storeu_si512(p, h);
-        else
-            _mm512_mask_storeu_epi16(p, TAIL32(n), h);
-        return;
-    }
-    __m256i c = _mm512_cvtepi16_epi8(type == ncclFloat8e4m3 ? h32_e4m3(h) : h32_e5m2(h));
+    __m512i nan = _mm512_ternarylogic_epi32(h, W16(0x8000), W16(0x7e00), AND_OR);
+    h = _mm512_mask_mov_epi16(h, _mm512_cmp_ph_mask(x, x, _CMP_UNORD_Q), nan);
     if (n >= 32)
-        _mm256_storeu_si256((__m256i *)(void *)p, c);
+        _mm512_storeu_si512(p, h);
     else
-        _mm256_mask_storeu_epi8(p, TAIL32(n), c);
+        _mm512_mask_storeu_epi16(p, TAIL32(n), h);
+}
+
+/*
+ * 64 fp8 codes as two vectors of halves, the bytes of each 128-bit lane
+ * interleaved with a low byte (vpunpcklbw / vpunpckhbw: codes 0-7 of each
+ * lane in the first, 8-15 in the second); vpackuswb of the two vectors'
+ * codes puts them back in order.  An e4m3 code's high and low bytes (of
+ * the half of 2^-8 times its value) come from 128-byte tables indexed by
+ * its low seven bits (vpermt2b), the sign added.
+ */
+static const unsigned char e4m3_hi[128] __attribute__((aligned(64))) = {
+    0x00, 0x00, 0x01, 0x01, 0x02, 0x02, 0x03, 0x03, 0x04, 0x04, 0x05, 0x05, 0x06, 0x06,
+    0x07, 0x07, 0x08, 0x08, 0x09, 0x09, 0x0a, 0x0a, 0x0b, 0x0b, 0x0c, 0x0c, 0x0d, 0x0d,
+    0x0e, 0x0e, 0x0f, 0x0f, 0x10, 0x10, 0x11, 0x11, 0x12, 0x12, 0x13, 0x13, 0x14, 0x14,
+    0x15, 0x15, 0x16, 0x16, 0x17, 0x17, 0x18, 0x18, 0x19, 0x19, 0x1a, 0x1a, 0x1b, 0x1b,
+    0x1c, 0x1c, 0x1d, 0x1d, 0x1e, 0x1e, 0x1f, 0x1f, 0x20, 0x20, 0x21, 0x21, 0x22, 0x22,
+    0x23, 0x23, 0x24, 0x24, 0x25, 0x25, 0x26, 0x26, 0x27, 0x27, 0x28, 0x28, 0x29, 0x29,
+    0x2a, 0x2a, 0x2b, 0x2b, 0x2c, 0x2c, 0x2d, 0x2d, 0x2e, 0x2e, 0x2f, 0x2f, 0x30, 0x30,
+    0x31, 0x31, 0x32, 0x32, 0x33, 0x33, 0x34, 0x34, 0x35, 0x35, 0x36, 0x36, 0x37, 0x37,
+    0x38, 0x38, 0x39, 0x39, 0x3a, 0x3a, 0x3b, 0x3b, 0x3c, 0x3c, 0x3d, 0x3d, 0x3e, 0x3e,
+    0x3f, 0x7e
+};
+static const unsigned char e4m3_lo[128] __attribute__((aligned(64))) = {
+    0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80,
+    0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80,
+    0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80,
+    0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80,
+    0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80,
+    0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80,
+    0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80,
+    0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80,
+    0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00, 0x80,
+    0x00, 0x00
+};
+
+typedef struct {
+    __m512h a, b;
+} h64;
+
+LK_ATTR static inline h64 fp8_ld64(const unsigned char *p, size_t n, int type,
+                                   const __m512i tab[4])
+{
+    const __m512i c = n >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(TAIL64(n), p);
+    __m512i hi = c, lo = _mm512_setzero_si512();
+    if (type == ncclFloat8e4m3) {
+        hi = _mm512_ternarylogic_epi32(c, _mm512_set1_epi8((char)0x80),
+                                       _mm512_permutex2var_epi8(tab[0], c, tab[1]), AND_OR);
+        lo = _mm512_permutex2var_epi8(tab[2], c, tab[3]);
+    }
+    h64 r = {_mm512_castsi512_ph(_mm512_unpacklo_epi8(lo, hi)),
+             _mm512_castsi512_ph(_mm512_unpackhi_epi8(lo, hi))};
+    return r;
+}
+
+LK_ATTR static inline void fp8_st64(unsigned char *p, h64 x, size_t n, int type)
+{
+    __m512i a = _mm512_castph_si512(x.a), b = _mm512_castph_si512(x.b);
+    __m512i c = type == ncclFloat8e4m3 ? _mm512_packus_epi16(h32_e4m3(a), h32_e4m3(b))
+                                       : _mm512_packus_epi16(h32_e5m2(a), h32_e5m2(b));
+    if (n >= 64)
+        _mm512_storeu_si512(p, c);
+    else
+        _mm512_mask_storeu_epi8(p, TAIL64(n), c);
 }
 
 LK_ATTR static inline __m512h pair_op(__m512h a, __m512h b, int op, int type)
@@ -348,18 +385,30 @@ LK_ATTR static inline __m512h pair_op(__m512h a, __m512h b, int op, int type)
 LK_ATTR static inline void pair_run(unsigned char *q, const unsigned char *p0,
                                     const unsigned char *p1, size_t count, int op, int type)
 {
-    const size_t esz = type == ncclFloat16 ? 2 : 1;
     size_t i = 0;
-    for (; i + 32 <= count; i += 32) {
-        __m512h x = pair_op(pair_ld(p0 + i * esz, 32, type), pair_ld(p1 + i * esz, 32, type),
-                            op, type);
-        pair_st(q + i * esz, x, 32, type);
+    if (type == ncclFloat16) {
+        for (; i + 32 <= count; i += 32)
+            f16_st32(q + 2 * i, pair_op(f16_ld32(p0 + 2 * i, 32), f16_ld32(p1 + 2 * i, 32), op, type),
+                     32);
+        if (i < count) {
+            const size_t n = count - i;
+            f16_st32(q + 2 * i, pair_op(f16_ld32(p0 + 2 * i, n), f16_ld32(p1 + 2 * i, n), op, type),
+                     n);
+        }
+        return;
+    }
+    const __m512i tab[4] = {_mm512_load_si512(e4m3_hi), _mm512_load_si512(e4m3_hi + 64),
+                            _mm512_load_si512(e4m3_lo), _mm512_load_si512(e4m3_lo + 64)};
+    for (; i + 64 <= count; i += 64) {
+        h64 x = fp8_ld64(p0 + i, 64, type, tab), y = fp8_ld64(p1 + i, 64, type, tab);
+        h64 r = {pair_op(x.a, y.a, op, type), pair_op(x.b, y.b, op, type)};
+        fp8_st64(q + i, r, 64, type);
     }
     if (i < count) {
         const size_t n = count - i;
-        __m512h x = pair_op(pair_ld(p0 + i * esz, n, type), pair_ld(p1 + i * esz, n, type),
-                            op, type);
-        pair_st(q + i * esz, x, n, type);
+        h64 x = fp8_ld64(p0 + i, n, type, tab), y = fp8_ld64(p1 + i, n, type, tab);
+        h64 r = {pair_op(x.a, y.a, op, type), pair_op(x.b, y.b, op, type)};
+        fp8_st64(q + i, r, n, type);
     }
 }
 

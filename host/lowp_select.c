@@ -3,7 +3,7 @@
  * once per process, as copy.c chooses its copy loop.
  *
  *   - "avx512" (lowp_avx512.c) on x86-64 CPUs with AVX-512 F, BW, VL, DQ,
- *     FP16 and BF16;
+ *     VBMI, FP16 and BF16;
  *   - "avx2" (lowp_avx2.c) on x86 CPUs with AVX2 and F16C;
  *   - "portable" (lowp_portable.c) everywhere else.
  *
@@ -73,7 +73,8 @@ static bool cpu_has_avx512(void)
     __builtin_cpu_init();
     return n4p_lowp_avx512[ncclFloat16].reduce != NULL && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512dq") && cpu_has_avx2_f16c() &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vbmi") &&
+           cpu_has_avx2_f16c() &&
            __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 23)) &&
            __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
 }

@@ -14,9 +14,10 @@ run with NCCL4PY_HOST_KERNELS naming the set.  It saves (one array each):
   and random codes), with sum, prod, max, min, avg and PreMulSum (several
   scalars), and an all-reduce-with-bias of the same pairs;
 - all-reduces of 3 and 4 ranks of random codes, every op;
-- every count 0..80 of every op at 2, 3 and 4 ranks, at byte offsets 0, 1
-  and 3, out of place and in place (so that every partial step of every
-  loop runs, with the elements around the result checked untouched).
+- every count 0..130 of every op at 2, 3 and 4 ranks (two steps of the
+  widest loop, 64 codes, and more), at byte offsets 0, 1 and 3, out of
+  place and in place (so that every partial step of every loop runs, with
+  the elements around the result checked untouched).
 
 Prints the number of arrays.
 """
@@ -171,7 +172,7 @@ def main() -> int:
     # every short count, offsets, in place
     for n, cm in comms.items():
         for f in lw.FMTS:
-            for count in range(0, 81):
+            for count in range(0, 131):
                 ins = [rng.integers(0, 1 << f.bits, count, dtype=np.uint32).astype(f.u)
                        for _ in range(n)]
                 for opname in ("sum", "prod", "max", "min", "avg", "premulsum"):

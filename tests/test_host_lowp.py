@@ -1,7 +1,7 @@
 """The host backend's 16- and 8-bit floats on each set of kernels.
 
 The backend reduces float16, bfloat16 and the two fp8 formats with AVX-512
-kernels (F/BW/VL/DQ, FP16, BF16), AVX2/F16C ones or portable ones, the best
+kernels (F/BW/VL/DQ/VBMI, FP16, BF16), AVX2/F16C ones or portable ones, the best
 the CPU has unless NCCL4PY_HOST_KERNELS names a lower one.  Every check here
 runs on every set (a set the CPU lacks is skipped): the exhaustive
 conversions and the reductions of tests/lowp_worker.py, the arithmetic of
@@ -29,8 +29,8 @@ SETS_WORKER = Path(__file__).resolve().parent / "lowp_sets_worker.py"
 SETS = ["avx512", "avx2", "portable"]  # best first
 KERNELS = ["auto", *SETS]
 NEEDS = {  # /proc/cpuinfo flags
-    "avx512": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_fp16", "avx512_bf16",
-               "avx2", "f16c"},
+    "avx512": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512vbmi", "avx512_fp16",
+               "avx512_bf16", "avx2", "f16c"},
     "avx2": {"avx2", "f16c"},
     "portable": set(),
 }
