@@ -48,6 +48,14 @@ static inline float n4p_bitsf(uint32_t u)
     return f;
 }
 
+/* A 16-bit code at any address (the kernels' scalar loads). */
+static inline uint16_t n4p_load16(const unsigned char *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* Powers of two as floats, built from their bit patterns (exact). */
 static inline float n4p_pow2f(int e)
 {

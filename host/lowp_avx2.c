@@ -201,25 +201,18 @@ LK_ATTR static inline void st_e5m2(unsigned char *p, __m256 f)
     store_high_bytes(p, _mm256_cvtps_ph(_mm256_or_ps(r, sign), _MM_FROUND_TO_NEAREST_INT));
 }
 
-static inline uint16_t load16(const unsigned char *p)
-{
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 #define LK_TYPE f16
 #define LK_ESZ 2
 #define LK_LD(p) ld_f16(p)
 #define LK_ST(p, v) st_f16((p), (v))
-#define LK_DEC1(p) n4p_half_decode(load16(p))
+#define LK_DEC1(p) n4p_half_decode(n4p_load16(p))
 #include "lowp_kernels.h"
 
 #define LK_TYPE bf16
 #define LK_ESZ 2
 #define LK_LD(p) ld_bf16(p)
 #define LK_ST(p, v) st_bf16((p), (v))
-#define LK_DEC1(p) n4p_bf16_decode(load16(p))
+#define LK_DEC1(p) n4p_bf16_decode(n4p_load16(p))
 #include "lowp_kernels.h"
 
 #define LK_TYPE e4m3

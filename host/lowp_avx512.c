@@ -412,7 +412,9 @@ LK_ATTR static inline void pair_run(unsigned char *q, const unsigned char *p0,
     }
 }
 
-/* Whether two sources of `type` were reduced in halves (else: float32). */
+/* Whether two sources of `type` were reduced in halves (else: float32).
+ * Each case passes pair_run its op as a constant, so that every op gets a
+ * loop of its own, with no switch inside it. */
 LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *const *srcs,
                                 size_t count, int type)
 {
@@ -441,20 +443,13 @@ LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *co
     }
 }
 
-static inline uint16_t load16(const unsigned char *p)
-{
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 #define LK_TYPE f16
 #define LK_ESZ 2
 #define LK_LD(p) ld_f16((p), 16)
 #define LK_ST(p, v) st_f16((p), (v), 16)
 #define LK_LD_N(p, n) ld_f16((p), (n))
 #define LK_ST_N(p, v, n) st_f16((p), (v), (n))
-#define LK_DEC1(p) n4p_half_decode(load16(p))
+#define LK_DEC1(p) n4p_half_decode(n4p_load16(p))
 #define LK_PAIR(rs, q, srcs, n) pair((rs), (q), (srcs), (n), ncclFloat16)
 #include "lowp_kernels.h"
 
@@ -464,7 +459,7 @@ static inline uint16_t load16(const unsigned char *p)
 #define LK_ST(p, v) st_bf16((p), (v), 16)
 #define LK_LD_N(p, n) ld_bf16((p), (n))
 #define LK_ST_N(p, v, n) st_bf16((p), (v), (n))
-#define LK_DEC1(p) n4p_bf16_decode(load16(p))
+#define LK_DEC1(p) n4p_bf16_decode(n4p_load16(p))
 #include "lowp_kernels.h"
 
 #define LK_TYPE e4m3

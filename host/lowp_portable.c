@@ -34,13 +34,6 @@
 #define LK_MAX(a, b) N4P_FMAX(a, b)
 #define LK_MIN(a, b) N4P_FMIN(a, b)
 
-static inline uint16_t load16(const unsigned char *p)
-{
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 static inline void store16(unsigned char *p, uint16_t v)
 {
     memcpy(p, &v, sizeof v);
@@ -48,16 +41,16 @@ static inline void store16(unsigned char *p, uint16_t v)
 
 #define LK_TYPE f16
 #define LK_ESZ 2
-#define LK_LD(p) n4p_half_decode(load16(p))
+#define LK_LD(p) n4p_half_decode(n4p_load16(p))
 #define LK_ST(p, v) store16((p), n4p_half_encode(v))
-#define LK_DEC1(p) n4p_half_decode(load16(p))
+#define LK_DEC1(p) n4p_half_decode(n4p_load16(p))
 #include "lowp_kernels.h"
 
 #define LK_TYPE bf16
 #define LK_ESZ 2
-#define LK_LD(p) n4p_bf16_decode(load16(p))
+#define LK_LD(p) n4p_bf16_decode(n4p_load16(p))
 #define LK_ST(p, v) store16((p), n4p_bf16_encode(v))
-#define LK_DEC1(p) n4p_bf16_decode(load16(p))
+#define LK_DEC1(p) n4p_bf16_decode(n4p_load16(p))
 #include "lowp_kernels.h"
 
 #define LK_TYPE e4m3
