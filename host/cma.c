@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transport.h"
@@ -119,15 +120,39 @@ static ncclResult_t alloc_bounce(ncclComm_t c)
                              : n4p_fail(c, ncclSystemError, "%s: out of memory", c->cur_op);
 }
 
+/* How long a rank that could not read or write a peer's buffer waits for
+ * that peer to report why, in steps of a millisecond. */
+#define PEER_REPORT_WAIT_MS 250
+
+/* Waits up to PEER_REPORT_WAIT_MS for another rank to report a failure of
+ * its own; true when one did. */
+static bool peer_reported(ncclComm_t c)
+{
+    const struct timespec step = {0, 1000000};
+    for (int i = 0; i < PEER_REPORT_WAIT_MS; i++) {
+        int p = atomic_load_explicit(&c->seg.hdr->poison, memory_order_acquire);
+        if (p != 0)
+            return p != c->rank + 1;
+        nanosleep(&step, NULL);
+    }
+    return false;
+}
+
 /* A transfer between this rank's `local` and a peer failed with `e`.  EFAULT
  * does not say whose memory faulted: if this rank's own range cannot be
  * faulted in (a file mapping on a full /dev/shm, say), the error is this
- * rank's, else the peer's buffer is bad. */
+ * rank's, else the peer's buffer is bad.  A peer whose buffer is a file
+ * mapping that cannot be faulted in usually fails on it too, at about the
+ * same moment; its own report (which says which memory and why) is the
+ * better one, so this rank waits a moment for it before blaming the
+ * peer's buffer with the bare errno. */
 static ncclResult_t access_failed(ncclComm_t c, bool write, int peer, int e, const void *local,
                                   size_t n)
 {
     const int mine = e == EFAULT ? n4p_space_probe(local, n, !write) : 0;
     ncclResult_t rc;
+    if (mine == 0 && peer_reported(c))
+        return n4p_check_poison(c); /* sets this rank's error and fails the comm */
     if (mine != 0)
         rc = n4p_fail(c, ncclSystemError,
                       "%s: this rank's own memory at %p (%zu bytes) cannot be %s (%s), so "
