@@ -443,6 +443,133 @@ LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *co
     }
 }
 
+/* ------------------------------------------- fp8 through float32
+ *
+ * Every other fp8 reduction (more than two sources; PreMulSum; an average
+ * of more ranks) is the float32 reduction of the template, computed 64
+ * codes a step with the accumulator in registers: the codes widened to
+ * halves as above (vpermt2b for e4m3), the halves to float32 (exact), the
+ * float32 operations in rank order, and the result rounded to odd onto the
+ * half grid and from there to nearest even onto the fp8 one, as st_e4m3 /
+ * st_e5m2 do.  e4m3 values stay 2^-8 times their value for every op but
+ * the product: their float32 sums, averages, maxima, minima and PreMulSum
+ * terms are then exactly 2^-8 times the template's (no result of these ops
+ * on e4m3 codes comes near float32's overflow or subnormal range, where a
+ * power-of-two scale would change a rounding), which saves a
+ * multiplication at each end; a product of many codes could, and is
+ * computed on the values themselves. */
+typedef struct {
+    __m512 v[4];
+} f64x;
+
+LK_ATTR static inline f64x fp8_widen64(const unsigned char *p, size_t n, int type,
+                                       const __m512i tab[4], bool scaled)
+{
+    h64 h = fp8_ld64(p, n, type, tab);
+    __m512i a = _mm512_castph_si512(h.a), b = _mm512_castph_si512(h.b);
+    f64x r = {{_mm512_cvtph_ps(_mm512_castsi512_si256(a)),
+               _mm512_cvtph_ps(_mm512_extracti64x4_epi64(a, 1)),
+               _mm512_cvtph_ps(_mm512_castsi512_si256(b)),
+               _mm512_cvtph_ps(_mm512_extracti64x4_epi64(b, 1))}};
+    if (type == ncclFloat8e4m3 && !scaled)
+        for (int j = 0; j < 4; j++)
+            r.v[j] = _mm512_mul_ps(r.v[j], _mm512_set1_ps(256.0f));
+    return r;
+}
+
+LK_ATTR static inline void fp8_narrow64(unsigned char *p, f64x x, size_t n, int type,
+                                        bool scaled)
+{
+    if (type == ncclFloat8e4m3 && !scaled)
+        for (int j = 0; j < 4; j++)
+            x.v[j] = _mm512_mul_ps(x.v[j], _mm512_set1_ps(1.0f / 256.0f));
+    __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(to_half_odd(x.v[0])),
+                                   to_half_odd(x.v[1]), 1);
+    __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(to_half_odd(x.v[2])),
+                                   to_half_odd(x.v[3]), 1);
+    h64 h = {_mm512_castsi512_ph(a), _mm512_castsi512_ph(b)};
+    fp8_st64(p, h, n, type);
+}
+
+/* acc op x as the template's combine / first / last (lowp_kernels.h) */
+LK_ATTR static inline __m512 many_op(__m512 acc, __m512 x, int op, __m512 s)
+{
+    switch (op) {
+    case ncclSum:
+    case ncclAvg:
+        return _mm512_add_ps(acc, x);
+    case ncclProd:
+        return _mm512_mul_ps(acc, x);
+    case ncclMax:
+        return vmax(acc, x);
+    case ncclMin:
+        return vmin(acc, x);
+    default:
+        return _mm512_add_ps(acc, _mm512_mul_ps(s, x));
+    }
+}
+
+LK_ATTR static inline void many_run(unsigned char *q, const void *const *srcs, int nsrc,
+                                    size_t count, int op, int type, __m512 s, __m512 d)
+{
+    const __m512i tab[4] = {_mm512_load_si512(e4m3_hi), _mm512_load_si512(e4m3_hi + 64),
+                            _mm512_load_si512(e4m3_lo), _mm512_load_si512(e4m3_lo + 64)};
+    const bool scaled = op != ncclProd;
+    for (size_t i = 0; i < count; i += 64) {
+        const size_t n = count - i < 64 ? count - i : 64;
+        f64x acc = fp8_widen64((const unsigned char *)srcs[0] + i, n, type, tab, scaled);
+        if (op == N4P_OP_PREMUL)
+            for (int j = 0; j < 4; j++)
+                acc.v[j] = _mm512_mul_ps(s, acc.v[j]);
+        for (int k = 1; k < nsrc; k++) {
+            f64x x = fp8_widen64((const unsigned char *)srcs[k] + i, n, type, tab, scaled);
+            for (int j = 0; j < 4; j++)
+                acc.v[j] = many_op(acc.v[j], x.v[j], op, s);
+        }
+        if (op == ncclAvg)
+            for (int j = 0; j < 4; j++)
+                acc.v[j] = _mm512_div_ps(acc.v[j], d);
+        fp8_narrow64(q + i, acc, n, type, scaled);
+    }
+}
+
+/* The reductions of fp8 codes: two sources in halves where pair() can,
+ * everything else through float32.  One call per op, as in pair(). */
+LK_ATTR static inline bool fp8_own(const n4p_redspec *rs, void *dst, const void *const *srcs,
+                                   int nsrc, size_t count, int type)
+{
+    if (nsrc < 2)
+        return false;
+    if (nsrc == 2 && pair(rs, dst, srcs, count, type))
+        return true;
+    unsigned char *q = dst;
+    const float d = (float)rs->nranks;
+    const float s1 = type == ncclFloat8e4m3 ? n4p_e4m3_decode(rs->scalar[0])
+                                            : n4p_e5m2_decode(rs->scalar[0]);
+    const __m512 s = _mm512_set1_ps(s1), dv = _mm512_set1_ps(d);
+    switch (rs->op) {
+    case ncclSum:
+        many_run(q, srcs, nsrc, count, ncclSum, type, s, dv);
+        break;
+    case ncclProd:
+        many_run(q, srcs, nsrc, count, ncclProd, type, s, dv);
+        break;
+    case ncclMax:
+        many_run(q, srcs, nsrc, count, ncclMax, type, s, dv);
+        break;
+    case ncclMin:
+        many_run(q, srcs, nsrc, count, ncclMin, type, s, dv);
+        break;
+    case ncclAvg:
+        many_run(q, srcs, nsrc, count, ncclAvg, type, s, dv);
+        break;
+    default:
+        many_run(q, srcs, nsrc, count, N4P_OP_PREMUL, type, s, dv);
+        break;
+    }
+    return true;
+}
+
 #define LK_TYPE f16
 #define LK_ESZ 2
 #define LK_LD(p) ld_f16((p), 16)
@@ -450,7 +577,7 @@ LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *co
 #define LK_LD_N(p, n) ld_f16((p), (n))
 #define LK_ST_N(p, v, n) st_f16((p), (v), (n))
 #define LK_DEC1(p) n4p_half_decode(n4p_load16(p))
-#define LK_PAIR(rs, q, srcs, n) pair((rs), (q), (srcs), (n), ncclFloat16)
+#define LK_OWN(rs, q, srcs, nsrc, n) ((nsrc) == 2 && pair((rs), (q), (srcs), (n), ncclFloat16))
 #include "lowp_kernels.h"
 
 #define LK_TYPE bf16
@@ -469,7 +596,7 @@ LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *co
 #define LK_LD_N(p, n) ld_e4m3((p), (n))
 #define LK_ST_N(p, v, n) st_e4m3((p), (v), (n))
 #define LK_DEC1(p) n4p_e4m3_decode(*(p))
-#define LK_PAIR(rs, q, srcs, n) pair((rs), (q), (srcs), (n), ncclFloat8e4m3)
+#define LK_OWN(rs, q, srcs, nsrc, n) fp8_own((rs), (q), (srcs), (nsrc), (n), ncclFloat8e4m3)
 #include "lowp_kernels.h"
 
 #define LK_TYPE e5m2
@@ -479,7 +606,7 @@ LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *co
 #define LK_LD_N(p, n) ld_e5m2((p), (n))
 #define LK_ST_N(p, v, n) st_e5m2((p), (v), (n))
 #define LK_DEC1(p) n4p_e5m2_decode(*(p))
-#define LK_PAIR(rs, q, srcs, n) pair((rs), (q), (srcs), (n), ncclFloat8e5m2)
+#define LK_OWN(rs, q, srcs, nsrc, n) fp8_own((rs), (q), (srcs), (nsrc), (n), ncclFloat8e5m2)
 #include "lowp_kernels.h"
 
 const n4p_lowp_kernels n4p_lowp_avx512[ncclNumTypes] = {

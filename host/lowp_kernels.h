@@ -31,9 +31,9 @@
  * for partial steps without copies:
  *   LK_LD_N(p, n), LK_ST_N(p, v, n)   LK_LD / LK_ST of the first n < LK_LANES
  *                       elements (the other lanes loaded as zero)
- * and for a reduction of two sources of its own:
- *   LK_PAIR(rs, dst, srcs, count)   reduces srcs[0], srcs[1] into dst and
- *                       is true, or is false and does nothing
+ * and for reductions with loops of its own:
+ *   LK_OWN(rs, dst, srcs, nsrc, count)   reduces srcs[0..nsrc) into dst
+ *                       and is true, or is false and does nothing
  * The type's macros are undefined at the end.
  *
  * Defines LK_KERNELS(LK_TYPE, LK_PATH): the type's n4p_lowp_kernels entry.
@@ -217,8 +217,8 @@ LK_INLINE void LK_FN(run)(unsigned char *dst, const void *const *srcs, int nsrc,
 LK_ATTR static void LK_FN(reduce)(const n4p_redspec *rs, void *dst, const void *const *srcs,
                                   int nsrc, size_t count)
 {
-#ifdef LK_PAIR
-    if (nsrc == 2 && LK_PAIR(rs, dst, srcs, count))
+#ifdef LK_OWN
+    if (LK_OWN(rs, dst, srcs, nsrc, count))
         return;
 #endif
     const LK_V s = LK_SET(LK_DEC1(rs->scalar));
@@ -255,5 +255,5 @@ LK_ATTR static void LK_FN(reduce)(const n4p_redspec *rs, void *dst, const void *
 #undef LK_LD_PLAIN
 #undef LK_LD_N
 #undef LK_ST_N
-#undef LK_PAIR
+#undef LK_OWN
 #undef LK_LOAD

@@ -13,7 +13,7 @@ run with NCCL4PY_HOST_KERNELS naming the set.  It saves (one array each):
   and bfloat16 code against several partners (special codes, neighbours
   and random codes), with sum, prod, max, min, avg and PreMulSum (several
   scalars), and an all-reduce-with-bias of the same pairs;
-- all-reduces of 3 and 4 ranks of random codes, every op;
+- all-reduces of 3, 4 and 8 ranks of random codes, every op;
 - every count 0..130 of every op at 2, 3 and 4 ranks (two steps of the
   widest loop, 64 codes, and more), at byte offsets 0, 1 and 3, out of
   place and in place (so that every partial step of every loop runs, with
@@ -158,17 +158,20 @@ def main() -> int:
         for sc in scalars(f):
             out[f"{f.name} pairs premulsum {sc:#x}"] = c2.allreduce(f, [a, b], "premulsum", sc)
         out[f"{f.name} pairs bias"] = c2.allreduce(f, [a, b], "sum", bias=b)
-    # three and four ranks: random codes
+    # three, four and eight ranks: random codes
     comms = {2: c2, 3: Comms(lib, 3), 4: Comms(lib, 4)}
-    for n in (3, 4):
+    c8 = Comms(lib, 8)
+    for n, cm in ((3, comms[3]), (4, comms[4]), (8, c8)):
+        size = 1 << 16 if n < 8 else 1 << 13
         for f in lw.FMTS:
-            ins = [rng.integers(0, 1 << f.bits, 1 << 16, dtype=np.uint32).astype(f.u)
+            ins = [rng.integers(0, 1 << f.bits, size, dtype=np.uint32).astype(f.u)
                    for _ in range(n)]
-            fin = [lw.random_codes(f, rng, 1 << 16, True) for _ in range(n)]
+            fin = [lw.random_codes(f, rng, size, True) for _ in range(n)]
             for opname in ("sum", "prod", "max", "min", "avg", "premulsum"):
                 sc = scalars(f)[0]
-                out[f"{f.name} n={n} {opname}"] = comms[n].allreduce(f, ins, opname, sc)
-                out[f"{f.name} n={n} {opname} finite"] = comms[n].allreduce(f, fin, opname, sc)
+                out[f"{f.name} n={n} {opname}"] = cm.allreduce(f, ins, opname, sc)
+                out[f"{f.name} n={n} {opname} finite"] = cm.allreduce(f, fin, opname, sc)
+    c8.close()
     # every short count, offsets, in place
     for n, cm in comms.items():
         for f in lw.FMTS:
