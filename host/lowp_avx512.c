@@ -59,6 +59,7 @@
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512fp16,"  \
                           "avx512bf16,avx2,f16c,fma")))
 #define LK_LANES 16
+#define LK_REGS 1 /* bfloat16 and half: 1.03x-1.3x at 3 and 4 sources in the cache */
 #define LK_V __m512
 #define LK_LDF(p) _mm512_loadu_ps(p)
 #define LK_STF(p, v) _mm512_storeu_ps((p), (v))
