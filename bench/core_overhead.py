@@ -25,6 +25,8 @@ Measures, in one invocation:
         tensors) against ``nccl.bindings.all_reduce(ints)`` on the same
         memory, so the library's own work (a copy of 32 bytes) is in both
         (goal: at most 1.5x);
+      - ``comm.allreduce`` of ml_dtypes bfloat16 arrays of 8 elements on that
+        communicator (when ml_dtypes is importable), against float32's;
       - the same ``comm.allreduce(numpy)`` with the flight recorder off
         (``NCCL4PY_TRACE_BUFFER=0``) and with the watchdog on
         (``NCCL4PY_WATCHDOG_TIMEOUT=600``), each in a process of its own: the
@@ -317,6 +319,13 @@ def host_benches(benches: dict, notes: dict) -> list:
     else:
         ta = torch.arange(8, dtype=torch.float32)
         benches["host_hl_torch"] = loop(comm.allreduce, ta, torch.empty_like(ta), nccl.core.SUM)
+    try:
+        import ml_dtypes
+    except Exception:  # noqa: BLE001 - any failure means "not importable"
+        notes["ml_dtypes"] = "ml_dtypes not importable"
+    else:
+        ba = np.arange(8).astype(ml_dtypes.bfloat16)
+        benches["host_hl_bf16"] = loop(comm.allreduce, ba, np.empty_like(ba), nccl.core.SUM)
     notes["host_lib"] = b.get_library_path()
     return [comm]
 
@@ -611,6 +620,8 @@ def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict
     val("host_hl_numpy", "host backend, 1 rank: comm.allreduce(numpy f32[8])", "ns/call", "")
     val("host_hl_torch", "host backend, 1 rank: comm.allreduce(torch f32[8])", "ns/call",
         torch_note)
+    val("host_hl_bf16", "host backend, 1 rank: comm.allreduce(ml_dtypes bfloat16[8])",
+        "ns/call", notes.get("ml_dtypes", ""))
     val("host_ll", "host backend, 1 rank: bindings.all_reduce(ints)", "ns/call", "")
     up_imp_missing = up_missing or (f"upstream import failed: {imp_err['upstream']}"
                                     if "upstream" in imp_err else "")
@@ -656,6 +667,8 @@ def report(ns, per_call: dict, notes: dict, imports: dict, up_err, imp_err: dict
           pc("host_hl_numpy"), pc("host_ll"), 1.5)
     ratio("host backend, 1 rank: comm.allreduce(torch) / bindings.all_reduce",
           pc("host_hl_torch"), pc("host_ll"), None)
+    ratio("host backend, 1 rank: comm.allreduce(bfloat16) / comm.allreduce(float32)",
+          pc("host_hl_bf16"), pc("host_hl_numpy"), None)
     ratio("low-level ours / upstream", pc("ll_ours"), pc("ll_upstream"), 0.6)
     ratio("low-level ours with a Comm / upstream", pc("ll_ours_comm"), pc("ll_upstream"),
           0.8 if UPSTREAM_VERSION >= "0.5" else None)

@@ -76,11 +76,18 @@ enum n4p_handle_kind { N4P_H_COMM, N4P_H_WINDOW, N4P_H_COUNT };
 /* ndarray_fast.c: the numpy.ndarray fast path of buffer resolution
  * (ndarray_fast.h), per module state. */
 #define N4P_NDARRAY_TYPES 32 /* NumPy's built-in type numbers are below this */
+#define N4P_NDARRAY_USER 8   /* user-defined type numbers the fast path learns */
 typedef struct {
     PyTypeObject *type; /* numpy.ndarray once its layout passed the check (strong ref) */
     int tried;          /* the check has run (or is running) */
     signed char dtype_of[N4P_NDARRAY_TYPES]; /* NumPy type number -> NCCL dtype + 1; 0: none */
     const char *off;    /* why the fast path is off (static text); NULL when on or not tried */
+    /* user-defined type numbers (ml_dtypes' bfloat16, float8_*: 256 and up,
+     * never reused in a process) learned from the general path's answer
+     * (n4p_ndarray_learn) */
+    int nuser;
+    int user_type[N4P_NDARRAY_USER];
+    signed char user_dtype[N4P_NDARRAY_USER]; /* NCCL dtype + 1 */
 } n4p_ndarray_fast;
 
 typedef struct {

@@ -1342,7 +1342,10 @@ resolve_object(const ctx_t *c, PyObject *obj, n4p_buffer *out)
             !PyErr_ExceptionMatches(PyExc_TypeError))
             return -1;
         PyErr_Clear();
-        return from_interface(c, obj, 0, out);
+        r = from_interface(c, obj, 0, out);
+        if (r == 0 && !c->general && Py_TYPE(obj) == c->st->ndarray.type)
+            n4p_ndarray_learn(&c->st->ndarray, obj, c->writable, out);
+        return r;
     case K_DLPACK: return torch ? torch_from_dlpack(c, obj, out) : from_dlpack(c, obj, out);
     case K_CAI: return from_interface(c, obj, 1, out);
     case K_ARRAY_IFACE: return from_interface(c, obj, 0, out);

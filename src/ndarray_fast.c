@@ -181,6 +181,24 @@ n4p_py_ndarray_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(off == NULL);
 }
 
+void
+n4p_ndarray_learn(n4p_ndarray_fast *f, PyObject *obj, int writable, const n4p_buffer *got)
+{
+    const n4p_npy_array *v = (const n4p_npy_array *)obj;
+    const int tn = v->descr->type_num;
+    if (f->type == NULL || Py_TYPE(obj) != f->type || tn < 256 ||
+        f->nuser >= N4P_NDARRAY_USER || n4p_ndarray_user(f, (unsigned)tn) != 0 ||
+        got->dtype < 0 || got->dtype >= ncclNumTypes || !native_order(v))
+        return;
+    f->user_type[f->nuser] = tn;
+    f->user_dtype[f->nuser] = (signed char)(got->dtype + 1);
+    f->nuser++;
+    answer q;
+    if (!fast(f, obj, writable, &q) || q.ptr != got->ptr || q.count != got->count ||
+        q.dtype != got->dtype || q.readonly != got->readonly)
+        f->nuser--; /* not the general path's answer: that type stays there */
+}
+
 int
 n4p_init_ndarray(PyObject *Py_UNUSED(mod), n4p_state *Py_UNUSED(st))
 {
@@ -227,10 +245,13 @@ n4p_py_ndarray_fast_info(PyObject *mod, PyObject *Py_UNUSED(unused))
     PyObject *dtypes = PyDict_New();
     if (dtypes == NULL)
         return NULL;
-    for (int tn = 0; tn < N4P_NDARRAY_TYPES; tn++) {
-        if (f->dtype_of[tn] == 0)
+    for (int tn = 0; tn < N4P_NDARRAY_TYPES + f->nuser; tn++) {
+        const int user = tn >= N4P_NDARRAY_TYPES;
+        const int d1 = user ? f->user_dtype[tn - N4P_NDARRAY_TYPES] : f->dtype_of[tn];
+        if (d1 == 0)
             continue;
-        PyObject *k = PyLong_FromLong(tn), *v = PyLong_FromLong(f->dtype_of[tn] - 1);
+        PyObject *k = PyLong_FromLong(user ? f->user_type[tn - N4P_NDARRAY_TYPES] : tn);
+        PyObject *v = PyLong_FromLong(d1 - 1);
         int rc = k != NULL && v != NULL ? PyDict_SetItem(dtypes, k, v) : -1;
         Py_XDECREF(k);
         Py_XDECREF(v);

@@ -13,8 +13,11 @@
  *
  * The fast path answers only where its answer is the buffer protocol's
  * (buffer.c's from_buffer): a dtype whose type number the check learned
- * (the built-in numeric types NCCL has; never a user-defined type, number
- * 256 and up), native byte order, and a row-major layout as NumPy's
+ * (the built-in numeric types NCCL has) or, for a user-defined type (number
+ * 256 and up: ml_dtypes' bfloat16 and float8 types, which NumPy cannot
+ * export through the buffer protocol), one the general path has resolved
+ * through __array_interface__ and the fast path then read the same way
+ * (n4p_ndarray_learn), native byte order, and a row-major layout as NumPy's
  * C-contiguous flag states it (the buffer protocol then reports canonical
  * strides) or no element at all.  Anything else (a subclass, a read-only
  * array passed as a receive buffer, a foreign byte order, a layout to
@@ -59,6 +62,23 @@ typedef struct {
     int flags;
 } n4p_npy_array;
 
+/* The NCCL dtype + 1 learned for a user-defined type number, or 0. */
+static inline int
+n4p_ndarray_user(const n4p_ndarray_fast *f, unsigned tn)
+{
+    for (int i = 0; i < f->nuser; i++)
+        if ((unsigned)f->user_type[i] == tn)
+            return f->user_dtype[i];
+    return 0;
+}
+
+/* After the general path resolved `obj` (exactly the fast path's type) into
+ * `got`: when obj's dtype has a user-defined type number the fast path does
+ * not know, learn its NCCL dtype, and keep it only if the fast path then
+ * gives obj exactly `got` (pointer, count, dtype, read-only flag), as the
+ * check (ndarray_fast.c) requires of the built-in types. */
+void n4p_ndarray_learn(n4p_ndarray_fast *f, PyObject *obj, int writable, const n4p_buffer *got);
+
 /* Fill out (as n4p_buffer_resolve would, the array referenced until
  * release) and return 1, or return 0 to let the general path decide.  obj's
  * type is f->type. */
@@ -69,8 +89,8 @@ n4p_ndarray_read(const n4p_ndarray_fast *f, PyObject *obj, int writable, n4p_buf
     unsigned tn = (unsigned)a->descr->type_num;
     char order = a->descr->byteorder;
     unsigned flags = (unsigned)a->flags;
-    if (tn >= N4P_NDARRAY_TYPES || f->dtype_of[tn] == 0 ||
-        (order != '=' && order != '|' && order != N4P_NPY_NATIVE))
+    int dtype1 = tn < N4P_NDARRAY_TYPES ? f->dtype_of[tn] : n4p_ndarray_user(f, tn);
+    if (dtype1 == 0 || (order != '=' && order != '|' && order != N4P_NPY_NATIVE))
         return 0;
     int readonly = !(flags & N4P_NPY_WRITEABLE) || (flags & N4P_NPY_WARN_ON_WRITE);
     if ((readonly && writable) || a->nd < 0)
@@ -82,7 +102,7 @@ n4p_ndarray_read(const n4p_ndarray_fast *f, PyObject *obj, int writable, n4p_buf
         return 0;
     out->ptr = a->data;
     out->count = count;
-    out->dtype = f->dtype_of[tn] - 1;
+    out->dtype = dtype1 - 1;
     out->readonly = readonly;
     out->ref = Py_NewRef(obj); /* as the buffer view would: the array stays put */
     return 1;
