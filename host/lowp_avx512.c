@@ -352,15 +352,24 @@ LK_ATTR static inline h64 fp8_ld64(const unsigned char *p, size_t n, int type,
     return r;
 }
 
-LK_ATTR static inline void fp8_st64(unsigned char *p, h64 x, size_t n, int type)
+LK_ATTR static inline __m512i fp8_pack64(h64 x, int type)
 {
     __m512i a = _mm512_castph_si512(x.a), b = _mm512_castph_si512(x.b);
-    __m512i c = type == ncclFloat8e4m3 ? _mm512_packus_epi16(h32_e4m3(a), h32_e4m3(b))
-                                       : _mm512_packus_epi16(h32_e5m2(a), h32_e5m2(b));
+    return type == ncclFloat8e4m3 ? _mm512_packus_epi16(h32_e4m3(a), h32_e4m3(b))
+                                  : _mm512_packus_epi16(h32_e5m2(a), h32_e5m2(b));
+}
+
+LK_ATTR static inline void st64_n(unsigned char *p, __m512i c, size_t n)
+{
     if (n >= 64)
         _mm512_storeu_si512(p, c);
     else
         _mm512_mask_storeu_epi8(p, TAIL64(n), c);
+}
+
+LK_ATTR static inline void fp8_st64(unsigned char *p, h64 x, size_t n, int type)
+{
+    st64_n(p, fp8_pack64(x, type), n);
 }
 
 LK_ATTR static inline __m512h pair_op(__m512h a, __m512h b, int op, int type)
@@ -448,11 +457,11 @@ LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *co
  *
  * Every other fp8 reduction (more than two sources; PreMulSum; an average
  * of more ranks) is the float32 reduction of the template, computed 64
- * codes a step with the accumulator in registers: the codes widened to
- * halves as above (vpermt2b for e4m3), the halves to float32 (exact), the
- * float32 operations in rank order, and the result rounded to odd onto the
- * half grid and from there to nearest even onto the fp8 one, as st_e4m3 /
- * st_e5m2 do.  e4m3 values stay 2^-8 times their value for every op but
+ * codes a step with the accumulator in registers: the codes widened by
+ * table (vpermt2b) to bfloat16, which is exact and the high half of the
+ * float32, the float32 operations in rank order, and the result rounded to
+ * odd onto the half grid and from there to nearest even onto the fp8 one,
+ * as st_e4m3 / st_e5m2 do.  e4m3 values stay 2^-8 times their value for every op but
  * the product: their float32 sums, averages, maxima, minima and PreMulSum
  * terms are then exactly 2^-8 times the template's (no result of these ops
  * on e4m3 codes comes near float32's overflow or subnormal range, where a
@@ -463,33 +472,121 @@ typedef struct {
     __m512 v[4];
 } f64x;
 
+/* e4m3 codes as bfloat16, the high half of a float32: of 2^-8 times their
+ * value, as the half tables above (exact; the NaN codes the quiet NaN), the
+ * sign added */
+static const unsigned char e4m3_bf_hi[128] __attribute__((aligned(64))) = {
+    0x00, 0x37, 0x37, 0x37, 0x38, 0x38, 0x38, 0x38, 0x38, 0x38, 0x38, 0x38, 0x38, 0x38,
+    0x38, 0x38, 0x39, 0x39, 0x39, 0x39, 0x39, 0x39, 0x39, 0x39, 0x39, 0x39, 0x39, 0x39,
+    0x39, 0x39, 0x39, 0x39, 0x3a, 0x3a, 0x3a, 0x3a, 0x3a, 0x3a, 0x3a, 0x3a, 0x3a, 0x3a,
+    0x3a, 0x3a, 0x3a, 0x3a, 0x3a, 0x3a, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b,
+    0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0x3c, 0x3c,
+    0x3c, 0x3c, 0x3c, 0x3c, 0x3c, 0x3c, 0x3c, 0x3c, 0x3c, 0x3c, 0x3d, 0x3d, 0x3d, 0x3d,
+    0x3d, 0x3d, 0x3d, 0x3d, 0x3d, 0x3d, 0x3d, 0x3d, 0x3d, 0x3d, 0x3d, 0x3d, 0x3e, 0x3e,
+    0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e,
+    0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f,
+    0x3f, 0x7f
+};
+static const unsigned char e4m3_bf_lo[128] __attribute__((aligned(64))) = {
+    0x00, 0x00, 0x80, 0xc0, 0x00, 0x20, 0x40, 0x60, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0,
+    0xe0, 0xf0, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0,
+    0xc0, 0xd0, 0xe0, 0xf0, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90,
+    0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70,
+    0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50,
+    0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0, 0x00, 0x10, 0x20, 0x30,
+    0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0, 0x00, 0x10,
+    0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0,
+    0xe0, 0xc0
+};
+/* e5m2 codes as bfloat16: their value (lowp.h's decoding: a NaN keeps its
+ * payload, quieted), the sign added */
+static const unsigned char e5m2_bf_hi[128] __attribute__((aligned(64))) = {
+    0x00, 0x37, 0x38, 0x38, 0x38, 0x38, 0x38, 0x38, 0x39, 0x39, 0x39, 0x39, 0x39, 0x39,
+    0x39, 0x39, 0x3a, 0x3a, 0x3a, 0x3a, 0x3a, 0x3a, 0x3a, 0x3a, 0x3b, 0x3b, 0x3b, 0x3b,
+    0x3b, 0x3b, 0x3b, 0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0x3c, 0x3c, 0x3c, 0x3c, 0x3d, 0x3d,
+    0x3d, 0x3d, 0x3d, 0x3d, 0x3d, 0x3d, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e, 0x3e,
+    0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40,
+    0x40, 0x40, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x42, 0x42, 0x42, 0x42,
+    0x42, 0x42, 0x42, 0x42, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x44, 0x44,
+    0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x45, 0x45, 0x45, 0x45, 0x45, 0x45, 0x45, 0x45,
+    0x46, 0x46, 0x46, 0x46, 0x46, 0x46, 0x46, 0x46, 0x47, 0x47, 0x47, 0x47, 0x7f, 0x7f,
+    0x7f, 0x7f
+};
+static const unsigned char e5m2_bf_lo[128] __attribute__((aligned(64))) = {
+    0x00, 0x80, 0x00, 0x40, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0,
+    0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60,
+    0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20,
+    0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
+    0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0,
+    0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60,
+    0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20,
+    0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
+    0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xe0,
+    0xc0, 0xe0
+};
+/* Widened through bfloat16 (below), float32 vector j of a step holds, in
+ * its lane 4m + k, code 16m + 4j + k; narrowed, the float32 vectors' halves
+ * are packed as for fp8_st64 (above), which puts code c at byte
+ * fp8_bf_order[c]: vpermb with it gives the codes in order. */
+static const unsigned char fp8_bf_order[64] __attribute__((aligned(64))) = {
+    0x00, 0x01, 0x02, 0x03, 0x20, 0x21, 0x22, 0x23, 0x08, 0x09, 0x0a, 0x0b, 0x28, 0x29,
+    0x2a, 0x2b, 0x04, 0x05, 0x06, 0x07, 0x24, 0x25, 0x26, 0x27, 0x0c, 0x0d, 0x0e, 0x0f,
+    0x2c, 0x2d, 0x2e, 0x2f, 0x10, 0x11, 0x12, 0x13, 0x30, 0x31, 0x32, 0x33, 0x18, 0x19,
+    0x1a, 0x1b, 0x38, 0x39, 0x3a, 0x3b, 0x14, 0x15, 0x16, 0x17, 0x34, 0x35, 0x36, 0x37,
+    0x1c, 0x1d, 0x1e, 0x1f, 0x3c, 0x3d, 0x3e, 0x3f
+};
+
 LK_ATTR static inline f64x fp8_widen64(const unsigned char *p, size_t n, int type,
                                        const __m512i tab[4], bool scaled)
 {
-    h64 h = fp8_ld64(p, n, type, tab);
-    __m512i a = _mm512_castph_si512(h.a), b = _mm512_castph_si512(h.b);
-    f64x r = {{_mm512_cvtph_ps(_mm512_castsi512_si256(a)),
-               _mm512_cvtph_ps(_mm512_extracti64x4_epi64(a, 1)),
-               _mm512_cvtph_ps(_mm512_castsi512_si256(b)),
-               _mm512_cvtph_ps(_mm512_extracti64x4_epi64(b, 1))}};
+    /* the bfloat16's bytes by table; the float32's low half is zero */
+    const __m512i c = n >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(TAIL64(n), p);
+    const __m512i z = _mm512_setzero_si512();
+    __m512i hi = _mm512_ternarylogic_epi32(c, _mm512_set1_epi8((char)0x80),
+                                           _mm512_permutex2var_epi8(tab[0], c, tab[1]), AND_OR);
+    __m512i lo = _mm512_permutex2var_epi8(tab[2], c, tab[3]);
+    __m512i wa = _mm512_unpacklo_epi8(lo, hi), wb = _mm512_unpackhi_epi8(lo, hi);
+    f64x r = {{_mm512_castsi512_ps(_mm512_unpacklo_epi16(z, wa)),
+               _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wa)),
+               _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, wb)),
+               _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wb))}};
     if (type == ncclFloat8e4m3 && !scaled)
         for (int j = 0; j < 4; j++)
             r.v[j] = _mm512_mul_ps(r.v[j], _mm512_set1_ps(256.0f));
     return r;
 }
 
+/* to_half_odd for a float that is on the half grid wherever it is below the
+ * half's smallest normal: there the half holds it exactly, elsewhere the
+ * half keeps the float's top 11 significant bits, so the 13 bits below them
+ * say whether rounding toward zero dropped anything (no conversion back) */
+LK_ATTR static inline __m256i to_half_odd_grid(__m512 f)
+{
+    __m256i t = _mm512_cvtps_ph(f, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __mmask16 inexact = _mm512_test_epi32_mask(_mm512_castps_si512(f), I32(0x1fff));
+    return _mm256_mask_mov_epi16(t, inexact, _mm256_or_si256(t, Y16(1)));
+}
+
+/* grid: every value is a multiple of the fp8 type's smallest subnormal (its
+ * half when scaled), which holds for the float32 sums, maxima and minima of
+ * fp8 codes (a float32 rounding of a multiple of it is one too) and makes
+ * the cheaper to_half_odd_grid exact; averages, products and PreMulSum
+ * terms are not */
 LK_ATTR static inline void fp8_narrow64(unsigned char *p, f64x x, size_t n, int type,
-                                        bool scaled)
+                                        bool scaled, bool grid)
 {
     if (type == ncclFloat8e4m3 && !scaled)
         for (int j = 0; j < 4; j++)
             x.v[j] = _mm512_mul_ps(x.v[j], _mm512_set1_ps(1.0f / 256.0f));
-    __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(to_half_odd(x.v[0])),
-                                   to_half_odd(x.v[1]), 1);
-    __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(to_half_odd(x.v[2])),
-                                   to_half_odd(x.v[3]), 1);
+    __m256i t[4];
+    for (int j = 0; j < 4; j++)
+        t[j] = grid ? to_half_odd_grid(x.v[j]) : to_half_odd(x.v[j]);
+    __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(t[0]), t[1], 1);
+    __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(t[2]), t[3], 1);
     h64 h = {_mm512_castsi512_ph(a), _mm512_castsi512_ph(b)};
-    fp8_st64(p, h, n, type);
+    __m512i c = fp8_pack64(h, type);
+    st64_n(p, _mm512_permutexvar_epi8(_mm512_load_si512(fp8_bf_order), c), n);
 }
 
 /* acc op x as the template's combine / first / last (lowp_kernels.h) */
@@ -513,8 +610,10 @@ LK_ATTR static inline __m512 many_op(__m512 acc, __m512 x, int op, __m512 s)
 LK_ATTR static inline void many_run(unsigned char *q, const void *const *srcs, int nsrc,
                                     size_t count, int op, int type, __m512 s, __m512 d)
 {
-    const __m512i tab[4] = {_mm512_load_si512(e4m3_hi), _mm512_load_si512(e4m3_hi + 64),
-                            _mm512_load_si512(e4m3_lo), _mm512_load_si512(e4m3_lo + 64)};
+    const unsigned char *hi = type == ncclFloat8e4m3 ? e4m3_bf_hi : e5m2_bf_hi;
+    const unsigned char *lo = type == ncclFloat8e4m3 ? e4m3_bf_lo : e5m2_bf_lo;
+    const __m512i tab[4] = {_mm512_load_si512(hi), _mm512_load_si512(hi + 64),
+                            _mm512_load_si512(lo), _mm512_load_si512(lo + 64)};
     const bool scaled = op != ncclProd;
     for (size_t i = 0; i < count; i += 64) {
         const size_t n = count - i < 64 ? count - i : 64;
@@ -530,7 +629,8 @@ LK_ATTR static inline void many_run(unsigned char *q, const void *const *srcs, i
         if (op == ncclAvg)
             for (int j = 0; j < 4; j++)
                 acc.v[j] = _mm512_div_ps(acc.v[j], d);
-        fp8_narrow64(q + i, acc, n, type, scaled);
+        fp8_narrow64(q + i, acc, n, type, scaled,
+                     op == ncclSum || op == ncclMax || op == ncclMin);
     }
 }
 
