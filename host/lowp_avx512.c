@@ -453,9 +453,6 @@ LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *co
     }
 }
 
-/* more than two fp8 sources, PreMulSum, other averages: fp8_own() */
-#include "lowp_avx512_fp8.h"
-
 #define LK_TYPE f16
 #define LK_ESZ 2
 #define LK_LD(p) ld_f16((p), 16)
@@ -463,7 +460,7 @@ LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *co
 #define LK_LD_N(p, n) ld_f16((p), (n))
 #define LK_ST_N(p, v, n) st_f16((p), (v), (n))
 #define LK_DEC1(p) n4p_half_decode(n4p_load16(p))
-#define LK_OWN(rs, q, srcs, nsrc, n) ((nsrc) == 2 && pair((rs), (q), (srcs), (n), ncclFloat16))
+#define LK_OWN(rs, q, srcs, nsrc, n, s, d) ((nsrc) == 2 && pair((rs), (q), (srcs), (n), ncclFloat16))
 #include "lowp_kernels.h"
 
 #define LK_TYPE bf16
@@ -475,6 +472,10 @@ LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *co
 #define LK_DEC1(p) n4p_bf16_decode(n4p_load16(p))
 #include "lowp_kernels.h"
 
+/* more than two fp8 sources, PreMulSum, other averages: fp8_own(), on the
+ * template's float32 operations (combine_avx512, ...) */
+#include "lowp_avx512_fp8.h"
+
 #define LK_TYPE e4m3
 #define LK_ESZ 1
 #define LK_LD(p) ld_e4m3((p), 16)
@@ -482,7 +483,8 @@ LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *co
 #define LK_LD_N(p, n) ld_e4m3((p), (n))
 #define LK_ST_N(p, v, n) st_e4m3((p), (v), (n))
 #define LK_DEC1(p) n4p_e4m3_decode(*(p))
-#define LK_OWN(rs, q, srcs, nsrc, n) fp8_own((rs), (q), (srcs), (nsrc), (n), ncclFloat8e4m3)
+#define LK_OWN(rs, q, srcs, nsrc, n, s, d) \
+    fp8_own((rs), (q), (srcs), (nsrc), (n), ncclFloat8e4m3, (s), (d))
 #include "lowp_kernels.h"
 
 #define LK_TYPE e5m2
@@ -492,7 +494,8 @@ LK_ATTR static inline bool pair(const n4p_redspec *rs, void *dst, const void *co
 #define LK_LD_N(p, n) ld_e5m2((p), (n))
 #define LK_ST_N(p, v, n) st_e5m2((p), (v), (n))
 #define LK_DEC1(p) n4p_e5m2_decode(*(p))
-#define LK_OWN(rs, q, srcs, nsrc, n) fp8_own((rs), (q), (srcs), (nsrc), (n), ncclFloat8e5m2)
+#define LK_OWN(rs, q, srcs, nsrc, n, s, d) \
+    fp8_own((rs), (q), (srcs), (nsrc), (n), ncclFloat8e5m2, (s), (d))
 #include "lowp_kernels.h"
 
 const n4p_lowp_kernels n4p_lowp_avx512[ncclNumTypes] = {

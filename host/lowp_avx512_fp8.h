@@ -1,8 +1,10 @@
 /*
  * lowp_avx512_fp8.h - the AVX-512 kernels' fp8 reductions through float32,
  * 64 codes a step: a part of lowp_avx512.c, included by it once, after its
- * vector helpers (vmax / vmin, to_half_odd, fp8_pack64, st64_n, pair) and
- * under its target attributes (LK_ATTR); not a header of its own.
+ * vector helpers (to_half_odd, fp8_pack64, st64_n, pair) and the template's
+ * first inclusion (the float32 operations combine_avx512, first_avx512,
+ * last_avx512), under its target attributes (LK_ATTR); not a header of its
+ * own.
  */
 #ifndef N4P_HOST_LOWP_AVX512_FP8_H
 #define N4P_HOST_LOWP_AVX512_FP8_H
@@ -143,24 +145,6 @@ LK_ATTR static inline void fp8_narrow64(unsigned char *p, f64x x, size_t n, int 
     st64_n(p, _mm512_permutexvar_epi8(_mm512_load_si512(fp8_bf_order), c), n);
 }
 
-/* acc op x as the template's combine / first / last (lowp_kernels.h) */
-LK_ATTR static inline __m512 many_op(__m512 acc, __m512 x, int op, __m512 s)
-{
-    switch (op) {
-    case ncclSum:
-    case ncclAvg:
-        return _mm512_add_ps(acc, x);
-    case ncclProd:
-        return _mm512_mul_ps(acc, x);
-    case ncclMax:
-        return vmax(acc, x);
-    case ncclMin:
-        return vmin(acc, x);
-    default:
-        return _mm512_add_ps(acc, _mm512_mul_ps(s, x));
-    }
-}
-
 LK_ATTR static inline void many_run(unsigned char *q, const void *const *srcs, int nsrc,
                                     size_t count, int op, int type, __m512 s, __m512 d)
 {
@@ -172,17 +156,15 @@ LK_ATTR static inline void many_run(unsigned char *q, const void *const *srcs, i
     for (size_t i = 0; i < count; i += 64) {
         const size_t n = count - i < 64 ? count - i : 64;
         f64x acc = fp8_widen64((const unsigned char *)srcs[0] + i, n, type, tab, scaled);
-        if (op == N4P_OP_PREMUL)
-            for (int j = 0; j < 4; j++)
-                acc.v[j] = _mm512_mul_ps(s, acc.v[j]);
+        for (int j = 0; j < 4; j++)
+            acc.v[j] = first_avx512(acc.v[j], op, s);
         for (int k = 1; k < nsrc; k++) {
             f64x x = fp8_widen64((const unsigned char *)srcs[k] + i, n, type, tab, scaled);
             for (int j = 0; j < 4; j++)
-                acc.v[j] = many_op(acc.v[j], x.v[j], op, s);
+                acc.v[j] = combine_avx512(acc.v[j], x.v[j], op, s);
         }
-        if (op == ncclAvg)
-            for (int j = 0; j < 4; j++)
-                acc.v[j] = _mm512_div_ps(acc.v[j], d);
+        for (int j = 0; j < 4; j++)
+            acc.v[j] = last_avx512(acc.v[j], op, d);
         fp8_narrow64(q + i, acc, n, type, scaled,
                      op == ncclSum || op == ncclMax || op == ncclMin);
     }
@@ -191,17 +173,13 @@ LK_ATTR static inline void many_run(unsigned char *q, const void *const *srcs, i
 /* The reductions of fp8 codes: two sources in halves where pair() can,
  * everything else through float32.  One call per op, as in pair(). */
 LK_ATTR static inline bool fp8_own(const n4p_redspec *rs, void *dst, const void *const *srcs,
-                                   int nsrc, size_t count, int type)
+                                   int nsrc, size_t count, int type, __m512 s, __m512 dv)
 {
     if (nsrc < 2)
         return false;
     if (nsrc == 2 && pair(rs, dst, srcs, count, type))
         return true;
     unsigned char *q = dst;
-    const float d = (float)rs->nranks;
-    const float s1 = type == ncclFloat8e4m3 ? n4p_e4m3_decode(rs->scalar[0])
-                                            : n4p_e5m2_decode(rs->scalar[0]);
-    const __m512 s = _mm512_set1_ps(s1), dv = _mm512_set1_ps(d);
     switch (rs->op) {
     case ncclSum:
         many_run(q, srcs, nsrc, count, ncclSum, type, s, dv);

@@ -37,16 +37,23 @@
  *   LK_LD_N(p, n), LK_ST_N(p, v, n)   LK_LD / LK_ST of the first n < LK_LANES
  *                       elements (the other lanes loaded as zero)
  * and for reductions with loops of its own:
- *   LK_OWN(rs, dst, srcs, nsrc, count)   reduces srcs[0..nsrc) into dst
- *                       and is true, or is false and does nothing
+ *   LK_OWN(rs, dst, srcs, nsrc, count, s, d)   reduces srcs[0..nsrc) into
+ *                       dst and is true, or is false and does nothing (s, d:
+ *                       the PreMulSum scalar and the divisor of ncclAvg, as
+ *                       vectors, for the set's combine / first / last)
  * The type's macros are undefined at the end.
  *
- * Defines LK_KERNELS(LK_TYPE, LK_PATH): the type's n4p_lowp_kernels entry.
+ * Defines LK_KERNELS(LK_TYPE, LK_PATH): the type's n4p_lowp_kernels entry;
+ * at the first inclusion, the set's float32 operations combine_<LK_PATH>,
+ * first_<LK_PATH> and last_<LK_PATH>.
  */
 
 #define LK_CAT3_(a, b, c) a##_##b##_##c
 #define LK_CAT3(a, b, c) LK_CAT3_(a, b, c)
 #define LK_FN(what) LK_CAT3(what, LK_TYPE, LK_PATH)
+#define LK_CAT2_(a, b) a##_##b
+#define LK_CAT2(a, b) LK_CAT2_(a, b)
+#define LK_OPF(what) LK_CAT2(what, LK_PATH) /* the set's, not the type's */
 #define LK_INLINE LK_ATTR static inline __attribute__((always_inline))
 
 #ifndef LK_KERNELS
@@ -111,8 +118,14 @@ LK_ATTR static void LK_FN(encode)(void *out, const float *in, size_t n)
     }
 }
 
+/* The float32 operations, the same for every type: defined once per set
+ * (at its first inclusion), so that a set's own loops (LK_OWN) compute what
+ * these loops do by calling them. */
+#ifndef LK_OPS_DEFINED
+#define LK_OPS_DEFINED
+
 /* acc op x, for an op known when inlined; PreMulSum adds s * x */
-LK_INLINE LK_V LK_FN(combine)(LK_V acc, LK_V x, int op, LK_V s)
+LK_INLINE LK_V LK_OPF(combine)(LK_V acc, LK_V x, int op, LK_V s)
 {
     switch (op) {
     case ncclSum:
@@ -130,15 +143,16 @@ LK_INLINE LK_V LK_FN(combine)(LK_V acc, LK_V x, int op, LK_V s)
 }
 
 /* The first source as it enters the reduction, the result as it leaves. */
-LK_INLINE LK_V LK_FN(first)(LK_V x, int op, LK_V s)
+LK_INLINE LK_V LK_OPF(first)(LK_V x, int op, LK_V s)
 {
     return op == N4P_OP_PREMUL ? LK_MUL(s, x) : x;
 }
 
-LK_INLINE LK_V LK_FN(last)(LK_V x, int op, LK_V d)
+LK_INLINE LK_V LK_OPF(last)(LK_V x, int op, LK_V d)
 {
     return op == ncclAvg ? LK_DIV(x, d) : x;
 }
+#endif
 
 /* the widening of a block of sources, plain when none holds a special code
  * (one widening for a type without a plain one) */
@@ -158,56 +172,56 @@ LK_INLINE void LK_FN(block)(unsigned char *dst, const void *const *srcs, int nsr
     unsigned char *q = dst + base * LK_ESZ;
     if (nsrc == 1) {
         for (size_t i = 0; i < mv; i += LK_LANES) {
-            LK_V x = LK_FN(first)(LK_LOAD(p0 + i * LK_ESZ), op, s);
-            LK_ST(q + i * LK_ESZ, LK_FN(last)(x, op, d));
+            LK_V x = LK_OPF(first)(LK_LOAD(p0 + i * LK_ESZ), op, s);
+            LK_ST(q + i * LK_ESZ, LK_OPF(last)(x, op, d));
         }
     } else {
         const unsigned char *p1 = (const unsigned char *)srcs[1] + base * LK_ESZ;
         if (nsrc == 2) {
             for (size_t i = 0; i < mv; i += LK_LANES) {
-                LK_V x = LK_FN(first)(LK_LOAD(p0 + i * LK_ESZ), op, s);
-                x = LK_FN(combine)(x, LK_LOAD(p1 + i * LK_ESZ), op, s);
-                LK_ST(q + i * LK_ESZ, LK_FN(last)(x, op, d));
+                LK_V x = LK_OPF(first)(LK_LOAD(p0 + i * LK_ESZ), op, s);
+                x = LK_OPF(combine)(x, LK_LOAD(p1 + i * LK_ESZ), op, s);
+                LK_ST(q + i * LK_ESZ, LK_OPF(last)(x, op, d));
             }
         } else {
 #ifdef LK_REGS
             (void)acc;
             for (size_t i = 0; i < mv; i += LK_LANES) {
-                LK_V x = LK_FN(first)(LK_LOAD(p0 + i * LK_ESZ), op, s);
-                x = LK_FN(combine)(x, LK_LOAD(p1 + i * LK_ESZ), op, s);
+                LK_V x = LK_OPF(first)(LK_LOAD(p0 + i * LK_ESZ), op, s);
+                x = LK_OPF(combine)(x, LK_LOAD(p1 + i * LK_ESZ), op, s);
                 for (int k = 2; k < nsrc; k++)
-                    x = LK_FN(combine)(
+                    x = LK_OPF(combine)(
                         x, LK_LOAD((const unsigned char *)srcs[k] + (base + i) * LK_ESZ), op, s);
-                LK_ST(q + i * LK_ESZ, LK_FN(last)(x, op, d));
+                LK_ST(q + i * LK_ESZ, LK_OPF(last)(x, op, d));
             }
 #else
             for (size_t i = 0; i < mv; i += LK_LANES) {
-                LK_V x = LK_FN(first)(LK_LOAD(p0 + i * LK_ESZ), op, s);
-                LK_STF(acc + i, LK_FN(combine)(x, LK_LOAD(p1 + i * LK_ESZ), op, s));
+                LK_V x = LK_OPF(first)(LK_LOAD(p0 + i * LK_ESZ), op, s);
+                LK_STF(acc + i, LK_OPF(combine)(x, LK_LOAD(p1 + i * LK_ESZ), op, s));
             }
             for (int k = 2; k < nsrc - 1; k++) {
                 const unsigned char *pk = (const unsigned char *)srcs[k] + base * LK_ESZ;
                 for (size_t i = 0; i < mv; i += LK_LANES)
                     LK_STF(acc + i,
-                           LK_FN(combine)(LK_LDF(acc + i), LK_LOAD(pk + i * LK_ESZ), op, s));
+                           LK_OPF(combine)(LK_LDF(acc + i), LK_LOAD(pk + i * LK_ESZ), op, s));
             }
             const unsigned char *pl =
                 (const unsigned char *)srcs[nsrc - 1] + base * LK_ESZ;
             for (size_t i = 0; i < mv; i += LK_LANES) {
-                LK_V x = LK_FN(combine)(LK_LDF(acc + i), LK_LOAD(pl + i * LK_ESZ), op, s);
-                LK_ST(q + i * LK_ESZ, LK_FN(last)(x, op, d));
+                LK_V x = LK_OPF(combine)(LK_LDF(acc + i), LK_LOAD(pl + i * LK_ESZ), op, s);
+                LK_ST(q + i * LK_ESZ, LK_OPF(last)(x, op, d));
             }
 #endif
         }
     }
     if (mv < m) {
         const size_t off = (base + mv) * LK_ESZ, n = m - mv;
-        LK_V x = LK_FN(first)(LK_FN(load_tail)((const unsigned char *)srcs[0] + off, n),
+        LK_V x = LK_OPF(first)(LK_FN(load_tail)((const unsigned char *)srcs[0] + off, n),
                               op, s);
         for (int k = 1; k < nsrc; k++)
-            x = LK_FN(combine)(
+            x = LK_OPF(combine)(
                 x, LK_FN(load_tail)((const unsigned char *)srcs[k] + off, n), op, s);
-        LK_FN(store_tail)(dst + off, LK_FN(last)(x, op, d), n);
+        LK_FN(store_tail)(dst + off, LK_OPF(last)(x, op, d), n);
     }
 }
 
@@ -234,12 +248,12 @@ LK_INLINE void LK_FN(run)(unsigned char *dst, const void *const *srcs, int nsrc,
 LK_ATTR static void LK_FN(reduce)(const n4p_redspec *rs, void *dst, const void *const *srcs,
                                   int nsrc, size_t count)
 {
-#ifdef LK_OWN
-    if (LK_OWN(rs, dst, srcs, nsrc, count))
-        return;
-#endif
     const LK_V s = LK_SET(LK_DEC1(rs->scalar));
     const LK_V d = LK_SET((float)rs->nranks);
+#ifdef LK_OWN
+    if (LK_OWN(rs, dst, srcs, nsrc, count, s, d))
+        return;
+#endif
     unsigned char *q = dst;
     switch (rs->op) {
     case ncclSum:
