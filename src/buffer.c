@@ -1343,7 +1343,7 @@ resolve_object(const ctx_t *c, PyObject *obj, n4p_buffer *out)
             return -1;
         PyErr_Clear();
         r = from_interface(c, obj, 0, out);
-        if (r == 0 && !c->general && Py_TYPE(obj) == c->st->ndarray.type)
+        if (r == 0 && !c->general) /* an ndarray of a user-defined dtype? */
             n4p_ndarray_learn(&c->st->ndarray, obj, c->writable, out);
         return r;
     case K_DLPACK: return torch ? torch_from_dlpack(c, obj, out) : from_dlpack(c, obj, out);

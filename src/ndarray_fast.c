@@ -184,9 +184,11 @@ n4p_py_ndarray_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 void
 n4p_ndarray_learn(n4p_ndarray_fast *f, PyObject *obj, int writable, const n4p_buffer *got)
 {
+    if (f->type == NULL || Py_TYPE(obj) != f->type)
+        return; /* the layout is read only on an object of the checked type */
     const n4p_npy_array *v = (const n4p_npy_array *)obj;
     const int tn = v->descr->type_num;
-    if (f->type == NULL || Py_TYPE(obj) != f->type || tn < 256 ||
+    if (tn < N4P_NPY_USERDEF ||
         f->nuser >= N4P_NDARRAY_USER || n4p_ndarray_user(f, (unsigned)tn) != 0 ||
         got->dtype < 0 || got->dtype >= ncclNumTypes || !native_order(v))
         return;
@@ -245,13 +247,14 @@ n4p_py_ndarray_fast_info(PyObject *mod, PyObject *Py_UNUSED(unused))
     PyObject *dtypes = PyDict_New();
     if (dtypes == NULL)
         return NULL;
-    for (int tn = 0; tn < N4P_NDARRAY_TYPES + f->nuser; tn++) {
-        const int user = tn >= N4P_NDARRAY_TYPES;
-        const int d1 = user ? f->user_dtype[tn - N4P_NDARRAY_TYPES] : f->dtype_of[tn];
+    /* the built-in type numbers, then the learned user-defined ones */
+    for (int i = 0; i < N4P_NDARRAY_TYPES + f->nuser; i++) {
+        const int user = i >= N4P_NDARRAY_TYPES;
+        const int tn = user ? f->user_type[i - N4P_NDARRAY_TYPES] : i;
+        const int d1 = user ? f->user_dtype[i - N4P_NDARRAY_TYPES] : f->dtype_of[i];
         if (d1 == 0)
             continue;
-        PyObject *k = PyLong_FromLong(user ? f->user_type[tn - N4P_NDARRAY_TYPES] : tn);
-        PyObject *v = PyLong_FromLong(d1 - 1);
+        PyObject *k = PyLong_FromLong(tn), *v = PyLong_FromLong(d1 - 1);
         int rc = k != NULL && v != NULL ? PyDict_SetItem(dtypes, k, v) : -1;
         Py_XDECREF(k);
         Py_XDECREF(v);

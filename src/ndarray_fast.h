@@ -14,7 +14,7 @@
  * The fast path answers only where its answer is the buffer protocol's
  * (buffer.c's from_buffer): a dtype whose type number the check learned
  * (the built-in numeric types NCCL has) or, for a user-defined type (number
- * 256 and up: ml_dtypes' bfloat16 and float8 types, which NumPy cannot
+ * N4P_NPY_USERDEF and up: ml_dtypes' bfloat16 and float8 types, which NumPy cannot
  * export through the buffer protocol), one the general path has resolved
  * through __array_interface__ and the fast path then read the same way
  * (n4p_ndarray_learn), native byte order, and a row-major layout as NumPy's
@@ -34,6 +34,8 @@
 #define N4P_NPY_C_CONTIGUOUS 0x0001u
 #define N4P_NPY_WRITEABLE 0x0400u
 #define N4P_NPY_WARN_ON_WRITE 0x80000000u
+/* NumPy's first type number of a user-defined dtype (NPY_USERDEF) */
+#define N4P_NPY_USERDEF 256
 
 #if PY_LITTLE_ENDIAN
 #define N4P_NPY_NATIVE '<'
@@ -72,8 +74,8 @@ n4p_ndarray_user(const n4p_ndarray_fast *f, unsigned tn)
     return 0;
 }
 
-/* After the general path resolved `obj` (exactly the fast path's type) into
- * `got`: when obj's dtype has a user-defined type number the fast path does
+/* After the general path resolved `obj` into `got`: when obj is exactly the
+ * fast path's type and its dtype has a user-defined type number the fast path does
  * not know, learn its NCCL dtype, and keep it only if the fast path then
  * gives obj exactly `got` (pointer, count, dtype, read-only flag), as the
  * check (ndarray_fast.c) requires of the built-in types. */
