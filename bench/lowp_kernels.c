@@ -60,10 +60,11 @@ int main(int argc, char **argv)
                 /* uniform in [-2, 2), each type's rounding of it */
                 const float f = (float)rand() / ((float)RAND_MAX + 1.0f) * 4.0f - 2.0f;
                 unsigned char *q = buf[t][k] + i * esz[t];
-                uint16_t h = t == 1 ? n4p_half_encode(f) : n4p_bf16_encode(f);
+                uint16_t h;
                 switch (t) {
                 case 0: memcpy(q, &f, sizeof f); break;
-                case 1: case 2: memcpy(q, &h, sizeof h); break;
+                case 1: h = n4p_half_encode(f); memcpy(q, &h, sizeof h); break;
+                case 2: h = n4p_bf16_encode(f); memcpy(q, &h, sizeof h); break;
                 case 3: *q = n4p_e4m3_encode(f); break;
                 default: *q = n4p_e5m2_encode(f); break;
                 }
@@ -81,9 +82,6 @@ int main(int argc, char **argv)
     for (int oi = 0; oi < 4; oi++) {
         for (int ni = 0; ni < 4; ni++) {
             const int nsrc = nsrcs[ni];
-            const void *srcs[NSRC_MAX];
-            for (int k = 0; k < nsrc; k++)
-                srcs[k] = NULL;
             double base = 0;
             printf("%-7s %4d", opnames[oi], nsrc);
             for (int t = 0; t < 5; t++) {
@@ -97,6 +95,7 @@ int main(int argc, char **argv)
                     {0x00, 0x00, 0x00, 0x3f}, {0x00, 0x38}, {0x00, 0x3f}, {0x30}, {0x38}};
                 memcpy(rs.scalar, half_codes[t], esz[t]);
                 const size_t count = bytes / esz[t];
+                const void *srcs[NSRC_MAX];
                 for (int k = 0; k < nsrc; k++)
                     srcs[k] = buf[t][k];
                 double best = 1e30;
