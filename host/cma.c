@@ -44,7 +44,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "transport.h"
@@ -121,21 +120,12 @@ static ncclResult_t alloc_bounce(ncclComm_t c)
 }
 
 /* How long a rank that could not read or write a peer's buffer waits for
- * that peer to report why, in steps of a millisecond. */
-#define PEER_REPORT_WAIT_MS 250
+ * that peer to report why (seconds), at most NCCL4PY_HOST_TIMEOUT. */
+#define PEER_REPORT_WAIT 0.25
 
-/* Waits up to PEER_REPORT_WAIT_MS for another rank to report a failure of
- * its own; true when one did. */
-static bool peer_reported(ncclComm_t c)
+static bool deadline_passed(void *ctx)
 {
-    const struct timespec step = {0, 1000000};
-    for (int i = 0; i < PEER_REPORT_WAIT_MS; i++) {
-        int p = atomic_load_explicit(&c->seg.hdr->poison, memory_order_acquire);
-        if (p != 0)
-            return p != c->rank + 1;
-        nanosleep(&step, NULL);
-    }
-    return false;
+    return n4p_now() >= *(const double *)ctx;
 }
 
 /* A transfer between this rank's `local` and a peer failed with `e`.  EFAULT
@@ -151,8 +141,19 @@ static ncclResult_t access_failed(ncclComm_t c, bool write, int peer, int e, con
 {
     const int mine = e == EFAULT ? n4p_space_probe(local, n, !write) : 0;
     ncclResult_t rc;
-    if (mine == 0 && peer_reported(c))
-        return n4p_check_poison(c); /* sets this rank's error and fails the comm */
+    if (mine == 0) {
+        /* n4p_wait fails as soon as another rank poisons the segment, with
+         * that rank's report (or when this one is aborted or interrupted);
+         * it ends by NCCL4PY_HOST_TIMEOUT, so that is never what fails it */
+        double wait = PEER_REPORT_WAIT;
+        if (c->env.timeout > 0 && c->env.timeout < wait)
+            wait = c->env.timeout;
+        double until = n4p_now() + wait;
+        const n4p_waitfor w = {deadline_passed, NULL, &until, N4P_NO_PEER_CHECK,
+                               "a peer's report of its own failure"};
+        if ((rc = n4p_wait(c, &w)) != ncclSuccess)
+            return rc;
+    }
     if (mine != 0)
         rc = n4p_fail(c, ncclSystemError,
                       "%s: this rank's own memory at %p (%zu bytes) cannot be %s (%s), so "
