@@ -8,6 +8,7 @@ import subprocess
 import sys
 import zlib
 
+import numpy as np
 import pytest
 
 from bench_run import bench, parse
@@ -193,3 +194,78 @@ def test_plot_without_matplotlib(tmp_path):
     # find_spec sees the package; the import fails: a clear message, no traceback
     assert p.returncode != 0
     assert "matplotlib" in p.stderr and "Traceback" not in p.stderr
+
+
+def _reference(coll, rank, nranks, root, op, sc, rc, pc):
+    """The whole expected result from every rank's whole input (the checks'
+    semantics written out once more, on full arrays)."""
+    from nccl.bench.collectives import pattern, reduce_values
+    ins = [pattern(r, sc, op, nranks) for r in range(nranks)]
+    name = coll.name
+    if name in ("reduce", "gather") and rank != root:
+        return None
+    if name in ("all_reduce", "allreduce_with_bias", "reduce"):
+        return reduce_values(ins, op, nranks)
+    if name == "reduce_scatter":
+        return reduce_values([x[rank * pc:(rank + 1) * pc] for x in ins], op, nranks)
+    if name in ("all_gather", "gather"):
+        return np.concatenate(ins)
+    if name == "broadcast":
+        return ins[root]
+    if name == "scatter":
+        return ins[root][rank * pc:(rank + 1) * pc]
+    if name in ("alltoall", "alltoallv"):
+        return np.concatenate([x[rank * pc:(rank + 1) * pc] for x in ins])
+    assert name == "sendrecv"
+    return ins[(rank - 1) % nranks]
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+def test_expected_values_block_by_block_are_the_whole_result(nranks):
+    from nccl.bench.collectives import COLLECTIVES, counts, expected_range, pattern
+    size = 4 * 1000  # 1000 float32: blocks cross the ranks' pieces at odd places
+    for coll in COLLECTIVES.values():
+        sc, rc, pc = counts(coll, size, 7, nranks)
+        for op in ([None] if coll.name in ("broadcast", "all_gather", "gather", "scatter",
+                                           "alltoall", "alltoallv", "sendrecv")
+                   else ["sum", "prod", "avg", "mulsum"]):
+            for rank in range(nranks):
+                ref = _reference(coll, rank, nranks, 1 % nranks, op, sc, rc, pc)
+                for blk in (1, 7, 64, pc or 1, rc + 5):
+                    parts = [expected_range(coll, rank, nranks, 1 % nranks, op, pc,
+                                            lambda r, a, b: pattern(r, b - a, op, nranks,
+                                                                    start=a),
+                                            lo, min(rc, lo + blk))
+                             for lo in range(0, rc, blk)]
+                    if ref is None:
+                        assert all(p is None for p in parts), (coll.name, rank)
+                        continue
+                    got = np.concatenate(parts) if parts else np.zeros(0)
+                    assert got.shape == ref.shape and np.array_equal(got, ref), \
+                        (coll.name, op, rank, blk)
+
+
+def test_a_large_check_needs_no_more_than_the_buffers():
+    """16 MiB of fp8 on 2 ranks: the check compares block by block (its
+    float64 references of every rank's input took 740 MiB a rank), and a
+    byte flipped in the last block is found."""
+    pytest.importorskip("ml_dtypes")
+    probe = (
+        "import resource, subprocess, sys\n"
+        "p = subprocess.run([sys.executable, '-m', 'nccl.bench', 'reduce_scatter', '--nranks',"
+        " '2', '--backend', 'host', '-b', '16M', '-e', '16M', '-d', 'f8e4m3', '-o', 'mulsum',"
+        " '-n', '1', '-w', '0'], capture_output=True, text=True)\n"
+        "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "print(p.stdout)\n")
+    for corrupt in (None, "1"):
+        env = clean_env(NCCL4PY_BENCH_TEST_CORRUPT=corrupt) if corrupt else clean_env()
+        p = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                           text=True, timeout=300)
+        head, out = p.stdout.split("\n", 1)
+        rc, rss_kib = (int(x) for x in head.split())
+        row = parse(out)["reduce_scatter_perf"]["rows"][0]
+        assert rss_kib < 400 * 1024, rss_kib
+        if corrupt:
+            assert rc != 0 and row["oop"][3] == "1" and row["ip"][3] == "1", out
+        else:
+            assert rc == 0 and row["oop"][3] == "0" and row["ip"][3] == "0", out

@@ -20,7 +20,7 @@ from nccl import _dtypes
 from nccl._enums import RedOp
 
 __all__ = ["Collective", "COLLECTIVES", "TYPES", "OPS", "resolve_name", "method_name",
-           "busbw_factor", "counts", "pattern", "expected", "tolerance"]
+           "busbw_factor", "counts", "pattern", "expected_range", "tolerance"]
 
 # nccl-tests' type names, in ncclDataType_t order (value = index).
 TYPES = _dtypes.TESTS_NAMES
@@ -158,13 +158,16 @@ def algbw_bytes(coll: Collective, paramcount: int, dtype: int, nranks: int) -> i
     return paramcount * ITEMSIZE[dtype] * (nranks if coll.multiplier else 1)
 
 
-def pattern(rank: int, nelem: int, op: str | None, nranks: int, salt: int = 0) -> Any:
-    """Rank ``rank``'s input as float64 values exact in every type.
+def pattern(rank: int, nelem: int, op: str | None, nranks: int, salt: int = 0,
+            start: int = 0) -> Any:
+    """Elements ``[start, start + nelem)`` of rank ``rank``'s input, as
+    float64 values.
 
-    Reductions use 0..3 (prod: 1 everywhere except a single 2 per element
-    across ranks, so products stay exact); data movement uses 0..60.
+    Reductions use 0..3, exact in every type (prod: 1 everywhere except a
+    single 2 per element across ranks, so products stay exact); data
+    movement uses 0..60 (each type's rounding of them is what is sent).
     """
-    i = np.arange(nelem, dtype=np.int64)
+    i = np.arange(start, start + nelem, dtype=np.int64)
     if op == "prod":
         return np.where((i + rank) % max(nranks, 1) == 0, 2.0, 1.0)
     if op is not None:
@@ -189,38 +192,53 @@ def reduce_values(inputs: list[Any], op: str, nranks: int) -> Any:
     raise ValueError(op)
 
 
-def expected(coll: Collective, rank: int, nranks: int, root: int, op: str | None,
-             sendcount: int, recvcount: int, paramcount: int,
-             inputs: Callable[[int], Any]) -> Any | None:
-    """The float64 values this rank's receive buffer must hold, or None when
-    this rank's result is not defined (non-root of reduce/gather)."""
+def _blocks(lo: int, hi: int, paramcount: int, piece: Callable[[int, int, int], Any]) -> Any:
+    """Elements ``[lo, hi)`` of the concatenation over ranks r of
+    ``piece(r, 0, paramcount)``, from the pieces ``piece(r, a, b)`` it spans."""
+    parts = []
+    j = lo
+    while j < hi:
+        r, a = divmod(j, paramcount)
+        b = min(paramcount, a + hi - j)
+        parts.append(piece(r, a, b))
+        j += b - a
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def expected_range(coll: Collective, rank: int, nranks: int, root: int, op: str | None,
+                   paramcount: int, values: Callable[[int, int, int], Any], lo: int,
+                   hi: int) -> Any | None:
+    """Elements ``[lo, hi)`` of the float64 values this rank's receive buffer
+    must hold, or None when this rank's result is not defined (non-root of
+    reduce/gather).  ``values(r, a, b)`` gives elements ``[a, b)`` of rank
+    r's input; a check asks for one block at a time, so that its memory does
+    not grow with the message (all ranks' inputs of 64 MiB of fp8 as float64
+    would be 2 GiB per rank)."""
     name = coll.name
-    if name in ("all_reduce", "allreduce_with_bias"):
-        return reduce_values([inputs(r) for r in range(nranks)], op or "sum", nranks)
-    if name == "reduce":
-        if rank != root:
-            return None
-        return reduce_values([inputs(r) for r in range(nranks)], op or "sum", nranks)
-    if name == "broadcast":
-        return inputs(root)
-    if name == "all_gather":
-        return np.concatenate([inputs(r) for r in range(nranks)]) if nranks else None
-    if name == "gather":
-        if rank != root:
-            return None
-        return np.concatenate([inputs(r) for r in range(nranks)])
-    if name == "reduce_scatter":
-        lo = rank * paramcount
-        return reduce_values([inputs(r)[lo:lo + paramcount] for r in range(nranks)],
+    pc = paramcount
+
+    def reduced(base: int) -> Any:
+        return reduce_values([values(r, base + lo, base + hi) for r in range(nranks)],
                              op or "sum", nranks)
+
+    if name in ("all_reduce", "allreduce_with_bias"):
+        return reduced(0)
+    if name == "reduce":
+        return reduced(0) if rank == root else None
+    if name == "reduce_scatter":
+        return reduced(rank * pc)
+    if name == "broadcast":
+        return values(root, lo, hi)
+    if name in ("all_gather", "gather"):
+        if name == "gather" and rank != root:
+            return None
+        return _blocks(lo, hi, pc, values)
     if name == "scatter":
-        lo = rank * paramcount
-        return inputs(root)[lo:lo + paramcount]
+        return values(root, rank * pc + lo, rank * pc + hi)
     if name in ("alltoall", "alltoallv"):
-        lo = rank * paramcount
-        return np.concatenate([inputs(r)[lo:lo + paramcount] for r in range(nranks)])
+        return _blocks(lo, hi, pc, lambda r, a, b: values(r, rank * pc + a, rank * pc + b))
     if name == "sendrecv":
-        return inputs((rank - 1) % nranks)
+        return values((rank - 1) % nranks, lo, hi)
     raise ValueError(name)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import arrays, report
 from .collectives import (COLLECTIVES, ITEMSIZE, MULSUM_SCALAR, OPS, TYPES, Collective,
-                          algbw_bytes, busbw_factor, counts, expected, method_name, pattern,
+                          algbw_bytes, busbw_factor, counts, expected_range, method_name, pattern,
                           tolerance)
 
 __all__ = ["run", "CORRUPT_ENV"]
@@ -28,6 +28,10 @@ CORRUPT_ENV = "NCCL4PY_BENCH_TEST_CORRUPT"
 GUARD = 64          # bytes after each result that must stay untouched
 GUARD_BYTE = 0xA5
 JUNK_BYTE = 0x5B    # fills receive buffers before a check
+# Elements written, read back and compared at a time by a check: its memory
+# is a few of these blocks as float64 whatever the message size, so that a
+# check needs no more than the send and receive buffers the run holds.
+CHECK_BLOCK = 1 << 20
 
 
 def _np_dtype(dtype: int) -> Any:
@@ -182,37 +186,50 @@ class Bench:
         """Run once on known data; (wrong elements, changed guard bytes) on this rank."""
         esz = ITEMSIZE[dtype]
         npdt = _np_dtype(dtype)
+        n = self.nranks
         sraw, soff, rraw, roff, end = self.layout(coll, inplace, sc, rc, pc, esz)
-        cache: dict[int, Any] = {}
 
-        def inputs(r: int) -> Any:
-            if r not in cache:
-                cache[r] = pattern(r, sc, op, self.nranks).astype(npdt).astype(np.float64)
-            return cache[r]
+        def values(r: int, a: int, b: int) -> Any:
+            return pattern(r, b - a, op, n, start=a).astype(npdt).astype(np.float64)
 
-        self.arr.fill(rraw, 0, end, JUNK_BYTE)
+        def bias(a: int, b: int) -> Any:
+            return pattern(0, b - a, "sum", n, salt=1, start=a).astype(npdt)
+
+        with_bias = coll.name == "allreduce_with_bias"
+        blk = CHECK_BLOCK
+        for a in range(0, end, blk * esz):
+            self.arr.fill(rraw, a, min(end - a, blk * esz), JUNK_BYTE)
         self.arr.fill(rraw, end, GUARD, GUARD_BYTE)
-        self.arr.write(sraw, soff, inputs(self.rank).astype(npdt))
-        bias_vals = None
-        if coll.name == "allreduce_with_bias":
-            bias_vals = pattern(0, rc, "sum", self.nranks, salt=1).astype(npdt)
-            self.arr.write(self.biasraw, 0, bias_vals)
+        for a in range(0, sc, blk):
+            self.arr.write(sraw, soff + a * esz, values(self.rank, a, min(sc, a + blk)).astype(npdt))
+        if with_bias:
+            for a in range(0, rc, blk):
+                self.arr.write(self.biasraw, a * esz, bias(a, min(rc, a + blk)))
         call()
         self.arr.sync()
-        got = self.arr.read(rraw, roff, rc * esz)
         guard = self.arr.read(rraw, end, GUARD)
         oob = int(np.count_nonzero(guard != GUARD_BYTE))
-        exp = expected(coll, self.rank, self.nranks, root, op, sc, rc, pc, inputs)
-        if exp is None:
-            return 0, oob
-        if bias_vals is not None:
-            exp = exp + bias_vals.astype(np.float64)
-        if self.corrupt and got.size:
-            got[0] ^= 0xFF
-        g = got.view(npdt)
+        wrong = 0
+        for lo in range(0, rc, blk):
+            hi = min(rc, lo + blk)
+            exp = expected_range(coll, self.rank, n, root, op, pc, values, lo, hi)
+            if exp is None:
+                break
+            if with_bias:
+                exp = exp + bias(lo, hi).astype(np.float64)
+            got = self.arr.read(rraw, roff + lo * esz, (hi - lo) * esz)
+            if self.corrupt and hi == rc:
+                got[-1] ^= 0xFF  # the last block's: every block is compared
+            wrong += self._wrong(got.view(npdt), exp, dtype, op)
+        return wrong, oob
+
+    def _wrong(self, g: Any, exp: Any, dtype: int, op: str | None) -> int:
+        """How many of the received elements ``g`` differ from the float64
+        values ``exp`` (beyond the type's tolerance, for floating reductions)."""
+        npdt = g.dtype
         e = exp.astype(npdt)
         if op is None:
-            ui = np.dtype(f"u{esz}")
+            ui = np.dtype(f"u{npdt.itemsize}")
             bad = g.view(ui) != e.view(ui)
         elif npdt.kind == "f" or dtype >= 9:
             gf, ef = g.astype(np.float64), e.astype(np.float64)
@@ -223,7 +240,7 @@ class Bench:
             bad = np.abs(g.astype(np.float64) - exp) >= 1.0
         else:
             bad = g.astype(np.int64) != e.astype(np.int64)
-        return int(np.count_nonzero(bad)), oob
+        return int(np.count_nonzero(bad))
 
     def measure(self, coll: Collective, size: int, dtype: int, op: str | None, opobj: Any,
                 root: int) -> tuple[report.Row, int]:
