@@ -121,10 +121,12 @@ cfg.blocking = 0
 h = b.comm_init_rank_config(2, bytes(128), 0, cfg)  # returns at once: ncclInProgress
 assert isinstance(h, b.Comm) and h.handle == 0
 old = id(h)
+# everything the search allocates exists before the handle is freed (a range
+# iterator, say, could take its memory first)
+keep, reused, tries = [], None, iter(range(100000))
 del h
 gc.collect()
-keep, reused = [], None
-for _ in range(100000):  # the freed object's memory, taken by a new handle object
+for _ in tries:  # the freed object's memory, taken by a new handle object
     o = b.Comm()
     keep.append(o)
     if id(o) == old:
