@@ -90,11 +90,12 @@ class RcclGinType(_Decodes, IntEnum):
 
 
 class GinConnectionType(_Decodes, IntEnum):
-    """``ncclGinConnectionType_t``; CUSTOM_STRIDE from NCCL 2.31."""
+    """``ncclGinConnectionType_t``; CUSTOM_STRIDE from NCCL 2.31, CUSTOM_ARRAY from 2.32.6."""
     NONE = 0
     FULL = 1
     RAIL = 2
     CUSTOM_STRIDE = 3
+    CUSTOM_ARRAY = 4
 
 
 class GinSignalOp(IntEnum):

@@ -124,7 +124,7 @@ class WaitSignalDesc(_Struct):
     ctx: int  # int ctx, offset 12
 
 class DevCommRequirements(_Struct):
-    """``ncclDevCommRequirements_t`` (120 bytes)."""
+    """``ncclDevCommRequirements_t`` (136 bytes)."""
 
     size_: int  # size_t size, offset 0
     magic: int  # unsigned int magic, offset 8
@@ -153,6 +153,8 @@ class DevCommRequirements(_Struct):
     use_runtime_version: int  # uint8_t useRuntimeVersion, offset 104
     cft_caps: int  # int cftCaps, offset 108
     cft_barrier_count: int  # int cftBarrierCount, offset 112
+    gin_custom_array: int  # int * ginCustomArray, offset 120
+    gin_custom_array_count: int  # int ginCustomArrayCount, offset 128
 
 class ConfigExtKey(_Struct):
     """``ncclConfigExtKey_t`` (8 bytes)."""

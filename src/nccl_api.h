@@ -20,8 +20,10 @@
 extern "C" {
 #endif
 
-#define NCCL4PY_ABI_VERSION_CODE 23203 /* NCCL 2.32.3 */
-/* The version a new ncclCollConfig_t carries: its layout is NCCL 2.32.3's. */
+/* The newest NCCL whose layouts structs.def holds: the version a new struct
+ * carries; a newer NCCL loaded is reported (loader.c). */
+#define NCCL4PY_ABI_VERSION_CODE 23206 /* NCCL 2.32.6 */
+/* The version a new ncclCollConfig_t carries: its layout is NCCL 2.32.6's. */
 #define NCCL4PY_COLL_CONFIG_VERSION NCCL4PY_ABI_VERSION_CODE
 
 /* nccl.h's single #defines (NCCL_UNIQUE_ID_BYTES, NCCL_CONFIG_UNDEF_INT, ...),

@@ -42,6 +42,7 @@ class NcclGinConnectionType(IntEnum):
     FULL = 1
     RAIL = 2
     CUSTOM_STRIDE = 3
+    CUSTOM_ARRAY = 4
 
 
 class NcclHostCftMode(IntEnum):

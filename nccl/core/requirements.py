@@ -2,12 +2,15 @@
 (``ncclDevCommRequirements_t`` with its team and resource chains).
 
 A keyword-only dataclass: every struct field defaults to ``None`` (the
-library's own default), ``teams`` and ``resources`` to ``()``.  The C
-structs are built when the device communicator is created
-(:func:`build_requirements`), and kept alive with it.
+library's own default), ``teams`` and ``resources`` to ``()``.  An array
+field (``gin_custom_array``, NCCL 2.32.6) takes a sequence of ints: the
+struct gets the address of an int32 copy and its length.  The C structs are
+built when the device communicator is created (:func:`build_requirements`),
+and kept alive with it.
 """
 from __future__ import annotations
 
+import array
 import dataclasses
 import operator
 from typing import Any
@@ -28,6 +31,8 @@ _DEV_FIELDS = ("lsa_multimem", "barrier_count", "lsa_barrier_count", "rail_gin_b
                "world_gin_barrier_count", "gin_strong_signals_required", "gin_va_signals_required",
                "gin_custom_stride", "gin_type", "use_runtime_version", "cft_caps",
                "cft_barrier_count")
+# ... and its arrays: field of the address -> field of the length
+_DEV_ARRAYS = {"gin_custom_array": "gin_custom_array_count"}
 # --- end of generated fields ---
 
 # set by the bindings themselves, not a requirement of the caller
@@ -36,13 +41,41 @@ _RESOURCES = (LsaBarrierRequirement, GinBarrierRequirement, LLA2ARequirement)
 
 
 def _lowpp(self: Any) -> Any:
-    """The ``DevCommRequirements`` struct of the scalar fields (no chains)."""
+    """The ``DevCommRequirements`` struct of the scalar fields (no chains).
+    An array field points to an int32 copy of its value that this object
+    keeps (one per distinct value), so that every struct made from it stays
+    valid."""
     s = _b.DevCommRequirements()
     for name in _DEV_FIELDS:
         value = getattr(self, name, None) if name not in _INTERNAL else None
         if value is not None:
             setattr(s, name, operator.index(value))
+    for name, count in _DEV_ARRAYS.items():
+        value = getattr(self, name, None)
+        if value is not None:
+            value = _int_array(name, value)
+            kept = self.__dict__.setdefault("_arrays", {})
+            a = kept.setdefault((name, value), array.array("i", value))
+            setattr(s, name, a.buffer_info()[0] if len(a) else 0)
+            setattr(s, count, len(a))
     return s
+
+
+def _int_array(name: str, value: Any) -> tuple[int, ...]:
+    """value as a tuple of C ints (world ranks), or a clear TypeError / ValueError."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"NCCLDevCommRequirements.{name} must be a sequence of ints, "
+                        f"not {type(value).__name__}")
+    out = []
+    for x in value:
+        if not hasattr(x, "__index__") or isinstance(x, (bool, float)):
+            raise TypeError(f"NCCLDevCommRequirements.{name} holds ints, not {type(x).__name__}")
+        x = operator.index(x)
+        if not 0 <= x < 2**31:
+            raise ValueError(f"NCCLDevCommRequirements.{name} holds ranks (0 to 2**31-1), "
+                             f"not {x}")
+        out.append(x)
+    return tuple(out)
 
 
 def _post_init(self: Any) -> None:
@@ -52,6 +85,10 @@ def _post_init(self: Any) -> None:
                                   or isinstance(value, float)):
             raise TypeError(f"NCCLDevCommRequirements.{name} must be an int or bool, "
                             f"not {type(value).__name__}")
+    for name in _DEV_ARRAYS:
+        value = getattr(self, name, None)
+        if value is not None:
+            object.__setattr__(self, name, _int_array(name, value))
     _lowpp(self)  # the struct checks every range now, not at creation
     self.teams = tuple(self.teams)
     self.resources = tuple(self.resources)
@@ -84,6 +121,7 @@ NCCLDevCommRequirements: type[_Typed] = dataclasses.make_dataclass(  # type: ign
     "NCCLDevCommRequirements",
     [(n, "int | bool | None", dataclasses.field(default=None))
      for n in _DEV_FIELDS if n not in _INTERNAL]
+    + [(n, "tuple[int, ...] | None", dataclasses.field(default=None)) for n in _DEV_ARRAYS]
     + [("teams", "tuple[TeamRequirement, ...]", dataclasses.field(default=())),
        ("resources", "tuple[LsaBarrierRequirement | GinBarrierRequirement | LLA2ARequirement, ...]",
         dataclasses.field(default=()))],
@@ -100,6 +138,7 @@ class _Chain:
 
     def __init__(self, reqs: Any) -> None:
         self.reqs = reqs
+        self.source: Any = None  # the NCCLDevCommRequirements (it holds reqs' arrays)
         self.team_nodes: list = []
         self.resource_nodes: list = []
         self.multimem: dict = {}  # NCCLTeam -> bindings MultimemHandle
@@ -116,6 +155,7 @@ def build_requirements(comm: Any, req: Any) -> _Chain:
     for r in (*req.teams, *req.resources):  # teams belong to the communicator that made them
         check_team(getattr(r, "team", None), comm)
     chain = _Chain(req._to_lowpp())
+    chain.source = req  # which keeps the arrays the struct points to
     merged: dict = {}  # the same team once; multimem if any entry asks
     for t in req.teams:
         merged[t.team] = merged.get(t.team, False) or bool(t.multimem)

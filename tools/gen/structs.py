@@ -34,7 +34,8 @@ class Field:
     kind: str
     offset: int
     initial: str  # what a new struct holds, a C expression
-    api: str      # "-", "BOOL[(type)]", "STR", "INT(lo, hi[, type])", "INDEX", "ARG(name[, default])", "PROP"
+    api: str      # "-", "BOOL[(type)]", "STR", "INT(lo, hi[, type])", "INDEX", "ARRAY(count)",
+    #               "ARG(name[, default])", "PROP", "EVENT(name)"
 
     @property
     def api_kind(self) -> str:
@@ -180,9 +181,18 @@ def gen_coll_config_fields(structs: list[Struct]) -> list[str]:
 
 
 def gen_dev_fields(structs: list[Struct]) -> list[str]:
-    dev = [f.pyname for f in _struct(structs, "DevCommRequirements").fields if f.api_kind == "INDEX"]
+    fields = _struct(structs, "DevCommRequirements").fields
+    dev = [f.pyname for f in fields if f.api_kind == "INDEX"]
     lines = ["# NCCLDevCommRequirements: the struct fields it may set (the struct checks each range)"]
-    return lines + wrap("_DEV_FIELDS = (", [f'"{n}"' for n in dev], ")")
+    lines += wrap("_DEV_FIELDS = (", [f'"{n}"' for n in dev], ")")
+    # ARRAY(count): a sequence of ints, held as int32 at the field's address, its length in count
+    names = {f.pyname for f in fields}
+    arrays = [(f.pyname, f.api_args[0]) for f in fields if f.api_kind == "ARRAY"]
+    for name, count in arrays:
+        if count not in names:
+            raise ValueError(f"{TABLE}: ARRAY({count}) of {name}: no field {count}")
+    lines.append("# ... and its arrays: field of the address -> field of the length")
+    return lines + wrap("_DEV_ARRAYS = {", [f'"{n}": "{c}"' for n, c in arrays], "}")
 
 
 def _arg_fields(s: Struct) -> list[Field]:
