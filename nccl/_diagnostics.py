@@ -331,6 +331,9 @@ def collect() -> dict[str, Any]:
             "family": FAMILY_NAMES.get(rep["family"], rep["family"]),
             "version_code": version,
             "version": None if version is None else decode_version(version),
+            # the newest NCCL whose struct layouts nccl4py knows, and whether this one is newer
+            "known_version": decode_version(rep["known_version"]),
+            "newer_than_known": bool(rep["newer_version"]),
         } if rep["path"] else None,
         "error": rep["error"],
         "api_functions": len(table),
@@ -371,6 +374,11 @@ def render(info: dict[str, Any]) -> str:
     lib = info["library"]
     if lib:
         out.append(f"loaded: {lib['family']} {lib['version'] or '?'} from {lib['path']}")
+        if lib["newer_than_known"]:
+            known = lib["known_version"]
+            out.append(f"  newer than NCCL {known}, the newest whose struct layouts nccl4py "
+                       f"knows: structs reach it in {known}'s layouts, and fields it added "
+                       "are not available")
         if info["missing"]:
             out.append(f"API functions missing from this library ({len(info['missing'])} of "
                        f"{info['api_functions']}): " + ", ".join(info["missing"]))

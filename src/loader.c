@@ -70,10 +70,48 @@ host_interrupt_check(void)
 
 n4p_host_fns n4p_host;
 
+/* The version code of a loaded NCCL newer than NCCL4PY_ABI_VERSION_CODE, the
+ * newest whose layouts the tables hold (0: none such).  Its structs still
+ * reach it in those layouts, stamped with that version (structs.c), which
+ * NCCL reads as it reads an older caller's; n4p_load says so once. */
+static int newer_nccl;
+static atomic_int newer_reported;
+
+static void
+note_newer(n4p_lazylib *lib)
+{
+    ncclGetVersion_fn fn = (ncclGetVersion_fn)lib->fns[N4P_IDX_ncclGetVersion];
+    if (lib->family != N4P_LIB_NCCL || fn == NULL)
+        return;
+    int v = 0;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = fn(&v);
+    Py_END_ALLOW_THREADS
+    newer_nccl = r == ncclSuccess && v > NCCL4PY_ABI_VERSION_CODE ? v : 0;
+}
+
+/* The once-per-process RuntimeWarning about a newer NCCL: 0, or -1 with the
+ * exception a warnings filter made of it. */
+static int
+report_newer(void)
+{
+    int v = newer_nccl, k = NCCL4PY_ABI_VERSION_CODE;
+    if (v == 0 || atomic_exchange(&newer_reported, 1))
+        return 0;
+    return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                            "the loaded NCCL %d.%d.%d (%s) is newer than NCCL %d.%d.%d, the newest "
+                            "whose struct layouts nccl4py knows: structs reach it in %d.%d.%d's "
+                            "layouts, and fields it added are not available",
+                            v / 10000, v / 100 % 100, v % 100, n4p_nccl.path, k / 10000,
+                            k / 100 % 100, k % 100, k / 10000, k / 100 % 100, k % 100);
+}
+
 /* The host backend's own functions, from the loaded library only. */
 static void
 library_loaded(n4p_lazylib *lib)
 {
+    note_newer(lib);
     if (lib->family != N4P_LIB_HOST)
         return;
     *(void **)&n4p_host.set_interrupt_check = dlsym(lib->handle, "nccl4pyHostSetInterruptCheck");
@@ -91,7 +129,9 @@ n4p_lazylib n4p_nccl = N4P_LAZYLIB(
 int
 n4p_load(PyObject *mod)
 {
-    return n4p_lazylib_load(&n4p_nccl, n4p_get_state(mod)->not_supported);
+    if (n4p_lazylib_load(&n4p_nccl, n4p_get_state(mod)->not_supported) < 0)
+        return -1;
+    return report_newer();
 }
 
 void
@@ -116,11 +156,12 @@ n4p_loader_report(PyObject *mod, PyObject *Py_UNUSED(unused))
     if (error == NULL)
         return NULL;
     int loaded = n4p_lazylib_ready(&n4p_nccl);
-    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:s}", "decision",
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:s,s:i,s:i}", "decision",
                          n4p_lazylib_decision(&n4p_nccl), "attempts",
                          n4p_lazylib_attempts(&n4p_nccl), "path", n4p_lazylib_path(&n4p_nccl),
                          "error", error, "missing", n4p_lazylib_missing(&n4p_nccl), "family",
-                         loaded ? family_names[n4p_nccl.family] : NULL);
+                         loaded ? family_names[n4p_nccl.family] : NULL, "known_version",
+                         NCCL4PY_ABI_VERSION_CODE, "newer_version", loaded ? newer_nccl : 0);
 }
 
 /* [(symbol, alternatives, python name, first version, resolved-or-None)] */
