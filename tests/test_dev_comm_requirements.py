@@ -79,6 +79,62 @@ def test_chains_hold_what_the_dataclass_says(stub):
     stub.nccl4pyStubSetDeref(0)
 
 
+def test_gin_custom_array_of_nccl_2_32_6_in_the_bindings():
+    """ncclDevCommRequirements_t of NCCL 2.32.6 (136 bytes) ends with
+    ginCustomArray (int *) and ginCustomArrayCount, both read and written."""
+    import ctypes
+
+    s = b.DevCommRequirements()
+    assert (s.size_, s.version, s.gin_custom_array, s.gin_custom_array_count) == (136, 23206, 0, 0)
+    ranks = (ctypes.c_int * 3)(4, 0, 2)
+    s.gin_custom_array, s.gin_custom_array_count = ctypes.addressof(ranks), 3
+    s.gin_connection_type = b.GinConnectionType.CUSTOM_ARRAY
+    raw = bytes(s)
+    assert int.from_bytes(raw[120:128], "little") == ctypes.addressof(ranks)
+    assert int.from_bytes(raw[128:132], "little") == 3 and int.from_bytes(raw[72:76], "little") == 4
+    assert (s.gin_custom_array, s.gin_custom_array_count) == (ctypes.addressof(ranks), 3)
+    with pytest.raises(OverflowError):
+        s.gin_custom_array_count = 2**31
+
+
+def test_gin_custom_array_is_a_sequence_of_ranks_in_nccl_core(stub):
+    """NCCLDevCommRequirements(gin_custom_array=...) takes world ranks; the struct
+    points to an int32 copy (alive as long as what it was made for) and counts it."""
+    import ctypes
+    import gc
+
+    names = [f.name for f in dataclasses.fields(nc.NCCLDevCommRequirements)]
+    assert "gin_custom_array" in names and "gin_custom_array_count" not in names
+    req = nc.NCCLDevCommRequirements(gin_custom_array=[3, 1, 2],
+                                     gin_connection_type=nc.NcclGinConnectionType.CUSTOM_ARRAY)
+    assert req.gin_custom_array == (3, 1, 2) and nc.NcclGinConnectionType.CUSTOM_ARRAY == 4
+
+    def read(s):
+        return list((ctypes.c_int * s.gin_custom_array_count).from_address(s.gin_custom_array))
+
+    s = b.DevCommRequirements.from_ptr(req.ptr)
+    assert read(s) == [3, 1, 2] and s.gin_connection_type == 4
+    empty = b.DevCommRequirements.from_ptr(nc.NCCLDevCommRequirements(gin_custom_array=()).ptr)
+    assert (empty.gin_custom_array, empty.gin_custom_array_count) == (0, 0)
+    # create_dev_comm hands the library the array; the resource keeps it alive
+    comm = nc.Communicator(COMM)
+    res = comm.create_dev_comm(nc.NCCLDevCommRequirements(gin_custom_array=range(5)))
+    gc.collect()
+    bytearray(1 << 16)  # reuse of freed memory would show
+    assert read(res._reqs.reqs) == [0, 1, 2, 3, 4]
+    res.close()
+    req.gin_custom_array = [7]  # reassigned after construction: checked when used
+    assert read(b.DevCommRequirements.from_ptr(req.ptr)) == [7]
+    for bad, exc, match in (([1.0], TypeError, "holds ints, not float"),
+                            ([True], TypeError, "holds ints, not bool"),
+                            ("12", TypeError, "sequence of ints, not str"),
+                            (5, TypeError, "sequence of ints, not int"),
+                            ([-1], ValueError, "0 to 2\\*\\*31-1"),
+                            ([2**31], ValueError, "not 2147483648")):
+        with pytest.raises(exc, match=match):
+            nc.NCCLDevCommRequirements(gin_custom_array=bad)
+
+
 def test_0_2_forms_still_work():
     r = nc.NCCLDevCommRequirements(lsa_multimem=True, gin_context_count=8)
     s = b.DevCommRequirements.from_ptr(r.ptr)

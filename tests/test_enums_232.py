@@ -23,6 +23,7 @@ def test_low_level_values_match_nccl_2_32():
     assert [(m.name, m.value) for m in b.EncryptionMode] == [("NONE", 0), ("PSK", 1)]
     assert [(m.name, m.value) for m in b.GinSignalOp] == [("Inc", 0), ("Add", 1)]
     assert b.GinConnectionType.CUSTOM_STRIDE == 3
+    assert b.GinConnectionType.CUSTOM_ARRAY == 4  # NCCL 2.32.6
     assert b.GinType.EFA_GDA == 5 and b.GinType.GIN_MAX_TYPES == 6
     assert b.RedOpDummy.NumOps_dummy == 5 and b.RedOp_dummy is b.RedOpDummy
 
@@ -35,6 +36,7 @@ def test_core_enums_of_0_6():
     assert core.NcclCftTeamMode.HIER_LSA == 2 and core.NcclCftCap.MULTIMEM == 2
     assert core.WindowFlag.GIN_ONLY == 4 and core.WindowFlag.CFT_COUNTED == 8
     assert core.NcclGinType.EFA_GDA == 5 and core.NcclGinConnectionType.CUSTOM_STRIDE == 3
+    assert core.NcclGinConnectionType.CUSTOM_ARRAY == 4
     for name in ("NcclHostCftMode", "NcclNvlsHostMode", "NcclCftTeamMode", "NcclCftCap",
                  "NcclGinType", "NcclGinConnectionType"):
         assert name in core.__all__

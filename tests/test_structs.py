@@ -14,7 +14,7 @@ import nccl.bindings as b
 from nccl._nccl import _struct_layouts
 from conftest import REAL_NCCL, ROOT, cc, nccl_include_dir
 
-# (sizeof, {field: offset}) on x86_64, from the NCCL 2.32.3 headers
+# (sizeof, {field: offset}) on x86_64, from the NCCL 2.32.6 headers
 EXPECTED = {
     "UniqueId": (128, {}),
     "Config": (120, {
@@ -34,10 +34,11 @@ EXPECTED = {
         "dev_comm_runtime_version_size": 136, "cft_support": 144,
         "cft_multicast_support": 145, "cft_counted_support": 146}),
     "WaitSignalDesc": (16, {"op_cnt": 0, "peer": 4, "sig_idx": 8, "ctx": 12}),
-    "DevCommRequirements": (120, {
+    "DevCommRequirements": (136, {
         "world_gin_barrier_count": 88, "gin_strong_signals_required": 92,
         "gin_va_signals_required": 93, "gin_custom_stride": 96, "gin_type": 100,
-        "use_runtime_version": 104, "cft_caps": 108, "cft_barrier_count": 112}),
+        "use_runtime_version": 104, "cft_caps": 108, "cft_barrier_count": 112,
+        "gin_custom_array": 120, "gin_custom_array_count": 128}),
     "CollConfig": (72, {
         "ext": 16, "min_ctas": 24, "max_ctas": 28, "nvls_ctas": 32, "cga_cluster_size": 36,
         "alg_selection": 40, "force_alg_selection": 48, "cta_policy": 52,
@@ -126,7 +127,7 @@ def test_every_struct_has_its_dtype_by_name():
 
 def test_config_defaults():
     c = b.Config()
-    assert (c.size_, c.magic, c.version) == (120, 0xCAFEBEEF, 23203)
+    assert (c.size_, c.magic, c.version) == (120, 0xCAFEBEEF, 23206)
     for f, _, kind in _struct_layouts()["Config"][1]:
         if kind == "i4":
             assert getattr(c, f) == -(2**31), f
@@ -146,9 +147,9 @@ def test_config_string_fields_keep_their_bytes():
 
 def test_sim_info_and_properties_defaults():
     s = b.SimInfo()
-    assert (s.size_, s.magic, s.version, s.estimated_time) == (24, 0x74685283, 23203, -1.0)
+    assert (s.size_, s.magic, s.version, s.estimated_time) == (24, 0x74685283, 23206, -1.0)
     p = b.CommProperties()
-    assert (p.size_, p.magic, p.version) == (152, 0xCAFEBEEF, 23203)
+    assert (p.size_, p.magic, p.version) == (152, 0xCAFEBEEF, 23206)
 
 
 def test_field_range_checks():
