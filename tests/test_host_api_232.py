@@ -1,6 +1,7 @@
 """The types of the NCCL 2.31 / 2.32 functions (src/nccl_api_232.h) have
-NCCL 2.32.3's layouts, and the API table's prototypes are NCCL 2.32.3's:
-each generated declaration compiles after NCCL's own header."""
+the layouts of NCCL 2.32.6 (the release the tables describe; 2.32.3's are
+the same), and the API table's prototypes are its own: each generated
+declaration compiles after NCCL's own header."""
 from __future__ import annotations
 
 import subprocess

@@ -13,60 +13,20 @@ is the release the tables describe.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, clean_env, run_python
 from host_ctypes import CUDA_STUBS
-
-# oldest first; the last one is NCCL4PY_ABI_VERSION_CODE's
-RELEASES = ("2.28.3", "2.32.3", "2.32.6")
+from nccl_releases import RELEASES, code_of, fetch
 
 HEAVY = pytest.mark.heavy("the NCCL releases side by side: three nvidia-nccl-cu13 wheels, "
                           "~700 MB downloaded once into ~/.cache/nccl4py-tests")
-CACHE = Path(os.environ.get("NCCL4PY_TEST_CACHE") or Path.home() / ".cache" / "nccl4py-tests")
-DOWNLOAD_TIMEOUT = 600
-
-
-def code_of(release: str) -> int:
-    major, minor, patch = (int(x) for x in release.split("."))
-    return major * 10000 + minor * 100 + patch
-
-
-def fetch(release: str) -> Path:
-    """The include/ and lib/libnccl.so.2 of nvidia-nccl-cu13==release, from the
-    cache or downloaded (skipped when the download fails or takes too long)."""
-    dest = CACHE / f"nvidia-nccl-cu13-{release}"
-    if (dest / "lib" / "libnccl.so.2").exists() and (dest / "include" / "nccl.h").exists():
-        return dest
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-               f"nvidia-nccl-cu13=={release}", "-d", tmp]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            pytest.skip(f"nvidia-nccl-cu13=={release} took over {DOWNLOAD_TIMEOUT} s to download")
-        wheels = list(Path(tmp).glob("*.whl"))
-        if p.returncode != 0 or not wheels:
-            pytest.skip(f"nvidia-nccl-cu13=={release} could not be downloaded (offline?): "
-                        f"{p.stderr.strip()[-300:]}")
-        part = Path(tmp) / "tree"
-        with zipfile.ZipFile(wheels[0]) as z:
-            for name in z.namelist():
-                if name.startswith("nvidia/nccl/include/") or name == "nvidia/nccl/lib/libnccl.so.2":
-                    z.extract(name, part)
-        shutil.rmtree(dest, ignore_errors=True)
-        (part / "nvidia" / "nccl").rename(dest)
-    return dest
 
 
 @pytest.fixture(scope="module", params=RELEASES)
@@ -77,7 +37,6 @@ def release(request):
 # ------------------------------------------------------------ the tables' facts
 
 def _tables():
-    sys.path.insert(0, str(ROOT / "tools"))
     from gen.common import macro_calls
     from gen.enums import parse_enums
     from gen.structs import parse_structs
