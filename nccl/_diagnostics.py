@@ -21,7 +21,8 @@ Every version is a ``packaging.version.Version`` and a path a
 The report gives the nccl4py version, Python and platform, the GPUs visible,
 the library decision and why, whether the bundled host backend is present and
 chosen, every library candidate once (loaded, failed with the loader's error,
-or not tried), the library loaded (path, version, family), the GPU runtime and
+or not tried), the library loaded (path, version, family, and whether it is an
+NCCL newer than the release whose struct layouts nccl4py knows), the GPU runtime and
 its device count, the API functions the library lacks and the versions of the
 installed interop packages (read from their metadata, never imported).  It
 succeeds, and says so plainly, when no library can be loaded.
