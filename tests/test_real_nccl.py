@@ -13,11 +13,15 @@ from conftest import REAL_NCCL, clean_env, run_python
 pytestmark = REAL_NCCL
 
 PROBE = r"""
-import ctypes, json, os
+import ctypes, json, os, warnings
 import nccl.bindings as b
-from nccl import _discovery
+from nccl import _discovery, _nccl
 out = {}
-path = b.get_library_path()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    path = b.get_library_path()
+out["warnings"] = [str(w.message) for w in caught]
+out["abi"] = _nccl.ABI_VERSION
 out["path"] = path
 lib = ctypes.CDLL(path)
 v = ctypes.c_int()
@@ -70,6 +74,20 @@ def test_loads_the_wheel(probe):
 def test_version_is_the_library_s_own(probe):
     out, _ = probe
     assert out["version"] == out["own_version"] >= 22800
+
+
+def test_a_release_newer_than_the_tables_is_reported_once(probe):
+    """The installed release draws no warning when the tables know it, and one
+    naming both versions when it is newer (then teach the tables:
+    docs/contributing.md, "Teaching a new NCCL release")."""
+    out, _ = probe
+    v, k = out["own_version"], out["abi"]
+    if v > k:
+        assert len(out["warnings"]) == 1
+        assert f"NCCL {v // 10000}.{v // 100 % 100}.{v % 100}" in out["warnings"][0]
+        assert f"NCCL {k // 10000}.{k // 100 % 100}.{k % 100}" in out["warnings"][0]
+    else:
+        assert out["warnings"] == []
 
 
 def test_unique_ids_differ(probe):
