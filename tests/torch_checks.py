@@ -393,6 +393,76 @@ def check_gather_scatter():
         same(out, data(R, (2,), torch.bfloat16), "scatter")
 
 
+def _zero_size_calls(g, dt):
+    """Every collective of torch.distributed on zero-element tensors of dtype dt."""
+    def e(shape=(0,)):
+        return torch.empty(shape, dtype=dt)
+
+    def ring():
+        if R % 2 == 0:
+            dist.send(e(), (R + 1) % N, group=g)
+            dist.recv(e(), (R - 1) % N, group=g)
+        else:
+            dist.recv(e(), (R - 1) % N, group=g)
+            dist.send(e(), (R + 1) % N, group=g)
+
+    def batch():
+        for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, e(), (R + 1) % N, group=g),
+                                         dist.P2POp(dist.irecv, e(), (R - 1) % N, group=g)]):
+            w.wait()
+
+    root = N - 1
+    return {
+        "all_reduce": lambda: dist.all_reduce(e(), group=g),
+        "all_reduce coalesced": lambda: dist.all_reduce_coalesced([e(), e((0, 3))], group=g),
+        "broadcast": lambda: dist.broadcast(e(), root, group=g),
+        "reduce": lambda: dist.reduce(e(), root, group=g),
+        "all_gather": lambda: dist.all_gather([e() for _ in range(N)], e(), group=g),
+        "all_gather_into_tensor": lambda: dist.all_gather_into_tensor(e(), e(), group=g),
+        "gather": lambda: dist.gather(e(), [e() for _ in range(N)] if R == root else None,
+                                      dst=root, group=g),
+        "scatter": lambda: dist.scatter(e(), [e() for _ in range(N)] if R == root else None,
+                                        src=root, group=g),
+        "reduce_scatter": lambda: dist.reduce_scatter(e(), [e() for _ in range(N)], group=g),
+        "reduce_scatter_tensor": lambda: dist.reduce_scatter_tensor(e(), e(), group=g),
+        "reduce_scatter_tensor 2-d": lambda: dist.reduce_scatter_tensor(e((0, 3)), e((0, 3)),
+                                                                        group=g),
+        "all_to_all": lambda: dist.all_to_all([e() for _ in range(N)],
+                                              [e() for _ in range(N)], group=g),
+        "all_to_all_single": lambda: dist.all_to_all_single(e(), e(), group=g),
+        "all_to_all_single 2-d": lambda: dist.all_to_all_single(e((0, 3)), e((0, 3)), group=g),
+        "all_to_all_single splits": lambda: dist.all_to_all_single(e(), e(), [0] * N, [0] * N,
+                                                                   group=g),
+        "send/recv": ring,
+        "batch_isend_irecv": batch,
+        "barrier": lambda: dist.barrier(group=g),
+    }
+
+
+def _outcome(fn) -> str:
+    try:
+        fn()
+        return "ok"
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def check_zero_size_tensors_like_gloo():
+    """Every collective with zero elements does what gloo's does (succeeds,
+    on every rank alike), also for dtypes gloo lacks."""
+    ours, gloos = _zero_size_calls(None, torch.float32), _zero_size_calls(GLOO, torch.float32)
+    got = {name: (_outcome(fn), _outcome(gloos[name])) for name, fn in ours.items()}
+    bad = {name: o for name, o in got.items() if o[0] != o[1]}
+    assert not bad, f"zero-size calls differ from gloo (ours, gloo): {bad}"
+    assert all(o == ("ok", "ok") for o in got.values()), got
+    for dt in (torch.int16, torch.complex64, torch.bool, torch.float8_e4m3fnuz):
+        calls = _zero_size_calls(None, dt)
+        if dt is torch.float8_e4m3fnuz:  # refused by the reductions, also when empty
+            calls = {k: v for k, v in calls.items() if "reduce" not in k}
+        bad = {name: o for name, fn in calls.items() if (o := _outcome(fn)) != "ok"}
+        assert not bad, f"zero-size {dt}: {bad}"
+
+
 def check_barrier_and_work_objects():
     dist.barrier()
     t = data(R)

@@ -145,7 +145,8 @@ class DataMovement(Calls):
             so = stage(out, "scatter output", OUT)
             staged.append(so)
             if self._rank != root:
-                calls.append(lambda b=so.buf: self._comm.scatter(None, b, root))
+                if out.numel():
+                    calls.append(lambda b=so.buf: self._comm.scatter(None, b, root))
                 continue
             parts = input_lists[i]
             self._parts("scatter scatter_list", parts, out)
@@ -155,7 +156,8 @@ class DataMovement(Calls):
                     raise NcclInvalid(f"scatter: every input needs the output's {out.numel()} "
                                       f"elements, got {p.numel()}")
             flat = torch.cat([stage(p, "scatter input", IN).buf.reshape(-1) for p in parts])
-            calls.append(lambda f=flat, b=so.buf: self._comm.scatter(f, b, root))
+            if out.numel():  # nothing moves: every rank skips it alike
+                calls.append(lambda f=flat, b=so.buf: self._comm.scatter(f, b, root))
         self._run(calls, staged)
         return completed(outputs)
 
@@ -172,6 +174,9 @@ class DataMovement(Calls):
                 raise NcclInvalid(f"all_to_all_single: input ({input.numel()} elements) and "
                                   f"output ({output.numel()}) must be equal and divisible by "
                                   f"{n}")
+            if not input.numel():  # nothing moves, on any rank
+                self._run([])
+                return completed([output])
             if fast(output) and fast(input):
                 self._run([lambda: self._comm.alltoall(input, output)])
                 return completed([output])

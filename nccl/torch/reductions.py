@@ -90,6 +90,8 @@ class Reductions(Calls):
             so = stage(out, "reduce_scatter output", OUT, reduce=True)
             staged.append(so)
             ins = [stage(t, "reduce_scatter input", IN, reduce=True) for t in inputs]
+            if not out.numel() and not any(t.numel() for t in inputs):
+                continue  # nothing to reduce, on any rank
             if all(t.numel() == out.numel() for t in inputs):
                 flat = torch.cat([s.buf.reshape(-1) for s in ins])
                 calls.append(lambda f=flat, b=so.buf, op=op: self._comm.reduce_scatter(f, b, op))
@@ -112,6 +114,8 @@ class Reductions(Calls):
             raise NcclInvalid(f"reduce_scatter_tensor: the input has {inp.numel()} elements, "
                               f"expected {self._size} x the output's {out.numel()}")
         op = self._op(red, out.dtype)
+        if not out.numel():  # nothing to reduce, on any rank
+            return op
         if fast(out) and fast(inp):
             calls.append(lambda: self._comm.reduce_scatter(inp, out, op))
             return op
