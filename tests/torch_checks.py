@@ -463,6 +463,58 @@ def check_zero_size_tensors_like_gloo():
         assert not bad, f"zero-size {dt}: {bad}"
 
 
+def _fails_on_every_rank(call, *words) -> None:
+    """call() on a group of its own fails on this rank with a mismatch naming
+    *words*, at the call or (a rank that waits for nobody in it) at the
+    group's next call; the group is then destroyed."""
+    g = dist.new_group(list(range(N)))
+    err = None
+    try:
+        call(g)
+        dist.barrier(group=g)
+    except nc.NCCLError as e:
+        err = e
+    dist.destroy_process_group(g)
+    assert err is not None, f"mismatched call passed on rank {R}"
+    msg = str(err)
+    assert "mismatched collective calls" in msg, msg
+    for w in words:
+        assert w in msg, f"{w!r} not in {msg!r}"
+
+
+def check_mismatched_dtypes_fail_on_every_rank():
+    """Ranks passing different dtypes that the library would see alike
+    (int16 widened to int32 or moved as bytes, bool as uint8) fail, naming
+    both dtypes."""
+    def by_rank(first, other):
+        return first if R == 0 else other
+
+    dt = by_rank(torch.int16, torch.int32)
+    _fails_on_every_rank(lambda g: dist.all_reduce(torch.ones(4, dtype=dt), group=g),
+                         "torch.int16", "int32")
+    dt = by_rank(torch.int16, torch.uint16)
+    _fails_on_every_rank(lambda g: dist.broadcast(torch.full((4,), -1, dtype=dt), 0, group=g),
+                         "torch.int16", "torch.uint16")
+    n = by_rank(4, 8)
+    dt = by_rank(torch.int16, torch.uint8)
+    _fails_on_every_rank(lambda g: dist.all_gather([torch.empty(n, dtype=dt) for _ in range(N)],
+                                                   torch.ones(n, dtype=dt), group=g),
+                         "torch.int16", "uint8")
+    dt = by_rank(torch.bool, torch.uint8)
+    _fails_on_every_rank(lambda g: dist.all_reduce(torch.ones(4, dtype=dt), group=g),
+                         "torch.bool", "uint8")
+    dt = by_rank(torch.float8_e4m3fnuz, torch.uint8)  # moved as bytes
+    _fails_on_every_rank(lambda g: dist.all_gather_into_tensor(
+        torch.empty(4 * N, dtype=dt), torch.zeros(4, dtype=dt), group=g),
+                         "torch.float8_e4m3fnuz", "uint8")
+    # the same dtype on every rank still works, on a group of its own
+    g = dist.new_group(list(range(N)))
+    t = torch.full((4,), 3, dtype=torch.int16)
+    dist.all_reduce(t, group=g)
+    same(t, torch.full((4,), 3 * N, dtype=torch.int16), "int16 after the mismatches")
+    dist.destroy_process_group(g)
+
+
 def check_barrier_and_work_objects():
     dist.barrier()
     t = data(R)

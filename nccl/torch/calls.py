@@ -4,11 +4,13 @@ the group's lane (``lane``), checking roots and per-rank lists, and the
 test of a tensor the library can take as it is."""
 from __future__ import annotations
 
+import ctypes
 from typing import Sequence
 
 import nccl.core as nc
 from nccl._errors import NCCLError, NcclInvalid
 
+import torch
 from torch.distributed import ReduceOp
 
 from .dtypes import NATIVE
@@ -17,7 +19,30 @@ from .reduce_op import nccl_op
 from .staging import STRIDED
 from .work import completed
 
-__all__ = ["Calls", "fast", "same_dtype", "overlap"]
+__all__ = ["Calls", "fast", "same_dtype", "overlap", "tag_of"]
+
+_OWN = NATIVE - {torch.bool}  # the library sees these as they are
+_set_call_tag = None  # the host backend's nccl4pyHostSetCallTag
+
+
+def tag_of(*tensors) -> bytes | None:
+    """The call's tag for the host backend's mismatch check: the torch dtypes
+    of its tensors that the library sees as another type (int16 widened or
+    moved as bytes, bool as uint8, ...), None when there are none."""
+    names = [str(t.dtype) for t in tensors if t.dtype not in _OWN]
+    return ",".join(dict.fromkeys(names)).encode() if names else None
+
+
+def set_call_tag(comm: nc.Communicator, tag: bytes | None) -> None:
+    """Tag the collectives ``comm`` submits from now on (None: untagged)."""
+    global _set_call_tag
+    if _set_call_tag is None:
+        fn = ctypes.CDLL(nc.get_lib_path()).nccl4pyHostSetCallTag
+        fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_char_p], ctypes.c_int
+        _set_call_tag = fn
+    rc = _set_call_tag(comm.ptr, tag)
+    if rc:
+        raise NcclInvalid(f"nccl4pyHostSetCallTag failed ({rc}) on {comm!r}")
 
 
 def fast(t) -> bool:
@@ -55,7 +80,7 @@ class Calls:
             lane.drain()
 
     def _launch(self, calls: list, staged: Sequence, result: list, opts, nbytes: int,
-                op=None):
+                op=None, tag: bytes | None = None):
         """Run the calls on the lane when the caller asked for async_op and
         they are large (or the lane is busy: they must come after it), else
         here; the Work."""
@@ -65,18 +90,22 @@ class Calls:
                 and not (lane is not None and lane.here())):
             if lane is None:
                 lane = self._lane = Lane(f"nccl4py_host lane {self._group_name}")
-            return lane.submit(lambda: self._execute(calls, staged), result)
-        self._run(calls, staged)
+            return lane.submit(lambda: self._execute(calls, staged, tag=tag), result)
+        self._run(calls, staged, tag)
         return completed(result)
 
-    def _run(self, calls: list, staged: Sequence = ()) -> None:
+    def _run(self, calls: list, staged: Sequence = (), tag: bytes | None = None) -> None:
         """Run the calls here, after the lane's."""
         self._drain()
-        self._execute(calls, staged)
+        self._execute(calls, staged, tag=tag)
 
-    def _execute(self, calls: list, staged: Sequence = (), always_group: bool = False) -> None:
+    def _execute(self, calls: list, staged: Sequence = (), always_group: bool = False,
+                 tag: bytes | None = None) -> None:
         """Run the calls (one NCCL group when several, or always when
-        *always_group*), then copy the staged outputs back."""
+        *always_group*), tagged with *tag* (``tag_of``), then copy the staged
+        outputs back."""
+        if tag is not None and calls:
+            set_call_tag(self._comm, tag)
         try:
             if len(calls) == 1 and not always_group:
                 calls[0]()
@@ -87,6 +116,9 @@ class Calls:
         except NCCLError:
             self._failed = True
             raise
+        finally:
+            if tag is not None and calls:
+                set_call_tag(self._comm, None)
         for s in staged:
             s.back()
 

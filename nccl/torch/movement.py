@@ -11,7 +11,7 @@ import torch
 from nccl._errors import NcclInvalid
 
 from . import p2p
-from .calls import Calls, fast, overlap, same_dtype
+from .calls import Calls, fast, overlap, same_dtype, tag_of
 from .staging import IN, OUT, check_tensor, copy_into, stage
 from .work import completed
 
@@ -28,7 +28,7 @@ class DataMovement(Calls):
             s = stage(t, "broadcast tensor", IN if self._rank == root else OUT)
             calls.append(lambda b=s.buf: self._comm.broadcast(b, b, root))
             staged.append(s)
-        self._run(calls, staged)
+        self._run(calls, staged, tag_of(*tensors))
         return completed(tensors)
 
     def _gather_flat(self, inp, what: str):
@@ -68,7 +68,7 @@ class DataMovement(Calls):
                     send = si.buf if r == self._rank else so.buf
                     calls.append(lambda s=send, b=so.buf, r=r: self._comm.broadcast(s, b, r))
                     backs.append(so.back)
-        self._run(calls)
+        self._run(calls, (), tag_of(*inputs))
         for b in backs:
             b()
         return completed(output_lists)
@@ -95,7 +95,7 @@ class DataMovement(Calls):
             p2p.flush()
         calls, staged = [], []
         self._all_gather_one(output, input, calls, staged)
-        return self._launch(calls, staged, [output], opts, output.nbytes)
+        return self._launch(calls, staged, [output], opts, output.nbytes, tag=tag_of(input))
 
     _allgather_base = all_gather_single
 
@@ -105,7 +105,8 @@ class DataMovement(Calls):
         calls, staged = [], []
         for out, inp in zip(outputs, inputs, strict=True):
             self._all_gather_one(out, inp, calls, staged)
-        return self._launch(calls, staged, outputs, opts, sum(t.nbytes for t in outputs))
+        return self._launch(calls, staged, outputs, opts, sum(t.nbytes for t in outputs),
+                            tag=tag_of(*inputs))
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -131,7 +132,7 @@ class DataMovement(Calls):
             calls.append(lambda b=si.buf, f=buf: self._comm.gather(b, f, root))
             backs.append(lambda outs=outs, flat=flat: [copy_into(o, flat[r])
                                                        for r, o in enumerate(outs)])
-        self._run(calls)
+        self._run(calls, (), tag_of(*inputs))
         for b in backs:
             b()
         return completed(output_lists)
@@ -158,7 +159,7 @@ class DataMovement(Calls):
             flat = torch.cat([stage(p, "scatter input", IN).buf.reshape(-1) for p in parts])
             if out.numel():  # nothing moves: every rank skips it alike
                 calls.append(lambda f=flat, b=so.buf: self._comm.scatter(f, b, root))
-        self._run(calls, staged)
+        self._run(calls, staged, tag_of(*outputs))
         return completed(outputs)
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
@@ -178,11 +179,11 @@ class DataMovement(Calls):
                 self._run([])
                 return completed([output])
             if fast(output) and fast(input):
-                self._run([lambda: self._comm.alltoall(input, output)])
+                self._run([lambda: self._comm.alltoall(input, output)], (), tag_of(input))
                 return completed([output])
             so = stage(output, "all_to_all_single output", OUT)
             si = stage(input, "all_to_all_single input", IN)
-            self._run([lambda: self._comm.alltoall(si.buf, so.buf)], [so])
+            self._run([lambda: self._comm.alltoall(si.buf, so.buf)], [so], tag_of(input))
             return completed([output])
         ins = self._splits("input", input, input_split_sizes)
         outs = self._splits("output", output, output_split_sizes)

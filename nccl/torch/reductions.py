@@ -12,7 +12,7 @@ import nccl.core as nc
 from nccl._errors import NCCLError, NcclInvalid
 
 from . import p2p
-from .calls import Calls, fast, same_dtype
+from .calls import Calls, fast, same_dtype, tag_of
 from .dtypes import NATIVE
 from .reduce_op import SUM
 from .staging import IN, INOUT, OUT, STRIDED, check_tensor, stage
@@ -55,7 +55,8 @@ class Reductions(Calls):
             s = stage(t, "all_reduce tensor", INOUT, reduce=True)
             calls.append(lambda b=s.buf, op=op: self._comm.allreduce(b, b, op))
             staged.append(s)
-        return self._launch(calls, staged, tensors, opts, sum(t.nbytes for t in tensors), op)
+        return self._launch(calls, staged, tensors, opts, sum(t.nbytes for t in tensors), op,
+                            tag_of(*tensors))
 
     def allreduce_coalesced(self, tensors, opts=None):
         if p2p.queue:
@@ -74,7 +75,7 @@ class Reductions(Calls):
             calls.append(lambda b=s.buf, op=op: self._comm.reduce(b, b, op, root=root))
             if self._rank == root:
                 staged.append(s)
-        self._run(calls, staged)
+        self._run(calls, staged, tag_of(*tensors))
         return completed(tensors)
 
     def reduce_scatter(self, outputs, input_lists, opts):
@@ -103,7 +104,7 @@ class Reductions(Calls):
                 for r, s in enumerate(ins):
                     calls.append(lambda i=s.buf, r=r, b=so.buf, op=op: self._comm.reduce(
                         i, b if r == self._rank else None, op, root=r))
-        self._run(calls, staged)
+        self._run(calls, staged, tag_of(*outputs))
         return completed(outputs)
 
     def _reduce_scatter_one(self, out, inp, red, calls: list, staged: list):
@@ -130,7 +131,7 @@ class Reductions(Calls):
             p2p.flush()
         calls, staged = [], []
         op = self._reduce_scatter_one(output, input, opts.reduceOp, calls, staged)
-        return self._launch(calls, staged, [output], opts, input.nbytes, op)
+        return self._launch(calls, staged, [output], opts, input.nbytes, op, tag_of(output))
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -140,7 +141,8 @@ class Reductions(Calls):
         calls, staged, op = [], [], None
         for out, inp in zip(outputs, inputs, strict=True):
             op = self._reduce_scatter_one(out, inp, opts.reduceOp, calls, staged)
-        return self._launch(calls, staged, outputs, opts, sum(t.nbytes for t in inputs), op)
+        return self._launch(calls, staged, outputs, opts, sum(t.nbytes for t in inputs), op,
+                            tag_of(*outputs))
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
