@@ -518,9 +518,9 @@ def check_mismatched_dtypes_fail_on_every_rank():
 def check_barrier_and_work_objects():
     dist.barrier()
     t = data(R)
-    w = dist.all_reduce(t, async_op=True)
-    assert w.is_completed()
+    w = dist.all_reduce(t, async_op=True)  # on the lane: done when waited for
     assert w.wait() is True
+    assert w.is_completed() and w.is_success()
     fut = w.get_future()
     assert fut.done()
     same(fut.value()[0], reduced("SUM"), "future value")
@@ -533,14 +533,19 @@ def check_barrier_and_work_objects():
     same(out, torch.arange(N, dtype=torch.float32), "async all_gather")
     done = []
     w = dist.all_reduce(torch.ones(1), async_op=True)
-    w.get_future().then(lambda f: done.append(f.value()[0].item()))
+    w.get_future().then(lambda f: done.append(f.value()[0].item())).wait()
     assert done == [float(N)], done
+    # a call without async_op is complete when it returns
+    w = dist.all_reduce(torch.ones(1))
+    assert w is None or w.is_completed()
+    w = dist.group.WORLD.allreduce([torch.ones(1)])
+    assert w.is_completed() and w.wait() is True
 
 
 def check_async_lane():
-    """Large async_op collectives run on the group's lane, in order with
+    """async_op collectives run on the group's lane, in order with
     everything else; their futures complete there."""
-    M = 1 << 19  # 2 MiB of float32: above the lane's threshold
+    M = 1 << 19  # 2 MiB of float32
     big = torch.full((M,), float(R + 1))
     small = torch.ones(4)
     w = dist.all_reduce(big, async_op=True)

@@ -14,12 +14,12 @@ import torch
 from torch.distributed import ReduceOp
 
 from .dtypes import NATIVE
-from .lane import ASYNC_MIN_BYTES, Lane
+from .lane import Lane
 from .reduce_op import nccl_op
 from .staging import STRIDED
 from .work import completed
 
-__all__ = ["Calls", "fast", "same_dtype", "overlap", "tag_of"]
+__all__ = ["After", "Calls", "fast", "same_dtype", "overlap", "tag_of"]
 
 _OWN = NATIVE - {torch.bool}  # the library sees these as they are
 _set_call_tag = None  # the host backend's nccl4pyHostSetCallTag
@@ -58,6 +58,15 @@ def same_dtype(what: str, tensors, dtype) -> None:
                               f"got {t.dtype}")
 
 
+class After:
+    """A step run after a call's library calls, as a staged output's copy back."""
+
+    __slots__ = ("back",)
+
+    def __init__(self, fn):
+        self.back = fn
+
+
 class Calls:
     """The helpers of the collective mixins (the process group sets these)."""
 
@@ -79,25 +88,22 @@ class Calls:
         if lane is not None and lane.busy:
             lane.drain()
 
-    def _launch(self, calls: list, staged: Sequence, result: list, opts, nbytes: int,
-                op=None, tag: bytes | None = None):
-        """Run the calls on the lane when the caller asked for async_op and
-        they are large (or the lane is busy: they must come after it), else
-        here; the Work."""
+    def _launch(self, calls: list, staged: Sequence, result: list, opts, op=None,
+                tag: bytes | None = None, group: bool = False):
+        """Run the calls on the lane when the caller asked for async_op (not
+        from the lane's own thread, not with a PREMUL_SUM, whose factor is
+        set now), else here; the Work.  *staged* may hold any objects with a
+        ``back()`` run after the calls."""
         lane = self._lane
-        if (opts is not None and opts.asyncOp and not isinstance(op, nc.CustomRedOp)
-                and (nbytes >= ASYNC_MIN_BYTES or (lane is not None and lane.busy))
+        if (opts is not None and getattr(opts, "asyncOp", False)
+                and not isinstance(op, nc.CustomRedOp)
                 and not (lane is not None and lane.here())):
             if lane is None:
                 lane = self._lane = Lane(f"nccl4py_host lane {self._group_name}")
-            return lane.submit(lambda: self._execute(calls, staged, tag=tag), result)
-        self._run(calls, staged, tag)
-        return completed(result)
-
-    def _run(self, calls: list, staged: Sequence = (), tag: bytes | None = None) -> None:
-        """Run the calls here, after the lane's."""
+            return lane.submit(lambda: self._execute(calls, staged, group, tag), result)
         self._drain()
-        self._execute(calls, staged, tag=tag)
+        self._execute(calls, staged, group, tag)
+        return completed(result)
 
     def _execute(self, calls: list, staged: Sequence = (), always_group: bool = False,
                  tag: bytes | None = None) -> None:
@@ -133,11 +139,6 @@ class Calls:
             raise NcclInvalid(f"{what}: expected {self._size} tensors (one per rank), "
                               f"got {len(parts)}")
         same_dtype(what, parts, like.dtype)
-
-    def _run_group(self, calls: list, staged: list) -> None:
-        """Sends and receives: always one group, even a single one."""
-        self._drain()
-        self._execute(calls, staged, always_group=True)
 
 
 def overlap(a, b) -> bool:

@@ -11,16 +11,15 @@ import torch
 from nccl._errors import NcclInvalid
 
 from . import p2p
-from .calls import Calls, fast, overlap, same_dtype, tag_of
+from .calls import After, Calls, fast, overlap, same_dtype, tag_of
 from .staging import IN, OUT, check_tensor, copy_into, stage
-from .work import completed
 
 __all__ = ["DataMovement"]
 
 
 class DataMovement(Calls):
     def broadcast(self, tensors, opts):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         root = self._check_root(opts.rootRank)
         calls, staged = [], []
@@ -28,8 +27,7 @@ class DataMovement(Calls):
             s = stage(t, "broadcast tensor", IN if self._rank == root else OUT)
             calls.append(lambda b=s.buf: self._comm.broadcast(b, b, root))
             staged.append(s)
-        self._run(calls, staged, tag_of(*tensors))
-        return completed(tensors)
+        return self._launch(calls, staged, tensors, opts, tag=tag_of(*tensors))
 
     def _gather_flat(self, inp, what: str):
         """(staged input, flat buffer of size x its elements, the buffer's
@@ -42,7 +40,7 @@ class DataMovement(Calls):
         return si, flat, buf
 
     def allgather(self, output_lists, inputs, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         if len(output_lists) != len(inputs):
             raise NcclInvalid("all_gather: one output list per input")
@@ -68,10 +66,8 @@ class DataMovement(Calls):
                     send = si.buf if r == self._rank else so.buf
                     calls.append(lambda s=send, b=so.buf, r=r: self._comm.broadcast(s, b, r))
                     backs.append(so.back)
-        self._run(calls, (), tag_of(*inputs))
-        for b in backs:
-            b()
-        return completed(output_lists)
+        return self._launch(calls, [After(b) for b in backs], output_lists, opts,
+                            tag=tag_of(*inputs))
 
     allgather_coalesced = allgather
 
@@ -91,27 +87,26 @@ class DataMovement(Calls):
         staged.append(so)
 
     def all_gather_single(self, output, input, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         calls, staged = [], []
         self._all_gather_one(output, input, calls, staged)
-        return self._launch(calls, staged, [output], opts, output.nbytes, tag=tag_of(input))
+        return self._launch(calls, staged, [output], opts, tag=tag_of(input))
 
     _allgather_base = all_gather_single
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         calls, staged = [], []
         for out, inp in zip(outputs, inputs, strict=True):
             self._all_gather_one(out, inp, calls, staged)
-        return self._launch(calls, staged, outputs, opts, sum(t.nbytes for t in outputs),
-                            tag=tag_of(*inputs))
+        return self._launch(calls, staged, outputs, opts, tag=tag_of(*inputs))
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
     def gather(self, output_lists, inputs, opts):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         root = self._check_root(opts.rootRank)
         calls, backs = [], []
@@ -132,13 +127,11 @@ class DataMovement(Calls):
             calls.append(lambda b=si.buf, f=buf: self._comm.gather(b, f, root))
             backs.append(lambda outs=outs, flat=flat: [copy_into(o, flat[r])
                                                        for r, o in enumerate(outs)])
-        self._run(calls, (), tag_of(*inputs))
-        for b in backs:
-            b()
-        return completed(output_lists)
+        return self._launch(calls, [After(b) for b in backs], output_lists, opts,
+                            tag=tag_of(*inputs))
 
     def scatter(self, outputs, input_lists, opts):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         root = self._check_root(opts.rootRank)
         calls, staged = [], []
@@ -159,12 +152,11 @@ class DataMovement(Calls):
             flat = torch.cat([stage(p, "scatter input", IN).buf.reshape(-1) for p in parts])
             if out.numel():  # nothing moves: every rank skips it alike
                 calls.append(lambda f=flat, b=so.buf: self._comm.scatter(f, b, root))
-        self._run(calls, staged, tag_of(*outputs))
-        return completed(outputs)
+        return self._launch(calls, staged, outputs, opts, tag=tag_of(*outputs))
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
                           opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         check_tensor(output, "all_to_all_single output")
         check_tensor(input, "all_to_all_single input")
@@ -176,15 +168,14 @@ class DataMovement(Calls):
                                   f"output ({output.numel()}) must be equal and divisible by "
                                   f"{n}")
             if not input.numel():  # nothing moves, on any rank
-                self._run([])
-                return completed([output])
+                return self._launch([], (), [output], opts)
             if fast(output) and fast(input):
-                self._run([lambda: self._comm.alltoall(input, output)], (), tag_of(input))
-                return completed([output])
+                return self._launch([lambda: self._comm.alltoall(input, output)], (), [output],
+                                    opts, tag=tag_of(input))
             so = stage(output, "all_to_all_single output", OUT)
             si = stage(input, "all_to_all_single input", IN)
-            self._run([lambda: self._comm.alltoall(si.buf, so.buf)], [so], tag_of(input))
-            return completed([output])
+            return self._launch([lambda: self._comm.alltoall(si.buf, so.buf)], [so], [output],
+                                opts, tag=tag_of(input))
         ins = self._splits("input", input, input_split_sizes)
         outs = self._splits("output", output, output_split_sizes)
         so = stage(output, "all_to_all_single output", OUT)
@@ -202,8 +193,7 @@ class DataMovement(Calls):
             if oc:
                 calls.append(lambda b=so.buf.reshape(-1).narrow(0, o0 * per_out, oc * per_out),
                              r=r: self._comm.recv(b, r))
-        self._run_group(calls, [so])
-        return completed([output])
+        return self._launch(calls, [so], [output], opts, group=True)
 
     alltoall_base = all_to_all_single
 
@@ -228,7 +218,7 @@ class DataMovement(Calls):
         return out
 
     def alltoall(self, outputs, inputs, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         if len(inputs) != self._size:
             raise NcclInvalid(f"all_to_all: expected {self._size} input tensors (one per "
@@ -247,6 +237,5 @@ class DataMovement(Calls):
             if so.buf.numel():
                 calls.append(lambda b=so.buf, r=r: self._comm.recv(b, r))
             staged.append(so)
-        self._run_group(calls, staged)
-        return completed(outputs)
+        return self._launch(calls, staged, outputs, opts, group=True)
 

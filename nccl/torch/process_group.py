@@ -108,11 +108,10 @@ class HostProcessGroup(Reductions, DataMovement, dist.ProcessGroup):
     # ------------------------------------------------------ the rest
 
     def barrier(self, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         b = self._barrier_buf
-        self._run([lambda: self._comm.allreduce(b, b, _NC_SUM)])
-        return completed([])
+        return self._launch([lambda: self._comm.allreduce(b, b, _NC_SUM)], (), [], opts)
 
     def monitored_barrier(self, *args, **kwargs):
         raise UnsupportedError(
@@ -124,7 +123,7 @@ class HostProcessGroup(Reductions, DataMovement, dist.ProcessGroup):
         pass  # collectives run as they are called; sends and receives are queued
 
     def _end_coalescing(self, device=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         self._drain()
         return completed([])

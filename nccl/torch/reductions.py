@@ -26,7 +26,7 @@ _FAST = NATIVE - {torch.bool}  # a SUM of these needs no translation
 
 class Reductions(Calls):
     def allreduce(self, tensors, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         red = opts.reduceOp if opts is not None else SUM
         if len(tensors) == 1:
@@ -35,7 +35,7 @@ class Reductions(Calls):
                     and t.is_contiguous() and not t.is_neg() and not t.requires_grad):
                 if opts is not None and opts.asyncOp:
                     return self._launch([lambda: self._comm.allreduce(t, t, _NC_SUM)], (),
-                                        tensors, opts, t.nbytes)
+                                        tensors, opts)
                 lane = self._lane
                 if lane is not None and lane.busy:
                     lane.drain()
@@ -55,19 +55,18 @@ class Reductions(Calls):
             s = stage(t, "all_reduce tensor", INOUT, reduce=True)
             calls.append(lambda b=s.buf, op=op: self._comm.allreduce(b, b, op))
             staged.append(s)
-        return self._launch(calls, staged, tensors, opts, sum(t.nbytes for t in tensors), op,
-                            tag_of(*tensors))
+        return self._launch(calls, staged, tensors, opts, op, tag_of(*tensors))
 
     def allreduce_coalesced(self, tensors, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         return self._allreduce(tensors, opts.reduceOp if opts is not None else SUM, opts)
 
     def reduce(self, tensors, opts):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         root = self._check_root(opts.rootRank)
-        calls, staged = [], []
+        calls, staged, op = [], [], None
         for t in tensors:
             check_tensor(t, "reduce tensor")
             op = self._op(opts.reduceOp, t.dtype)
@@ -75,15 +74,14 @@ class Reductions(Calls):
             calls.append(lambda b=s.buf, op=op: self._comm.reduce(b, b, op, root=root))
             if self._rank == root:
                 staged.append(s)
-        self._run(calls, staged, tag_of(*tensors))
-        return completed(tensors)
+        return self._launch(calls, staged, tensors, opts, op, tag_of(*tensors))
 
     def reduce_scatter(self, outputs, input_lists, opts):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         if len(outputs) != len(input_lists):
             raise NcclInvalid("reduce_scatter: one list of inputs per output")
-        calls, staged = [], []
+        calls, staged, op = [], [], None
         for out, inputs in zip(outputs, input_lists):
             check_tensor(out, "reduce_scatter output")
             self._parts("reduce_scatter input_list", inputs, out)
@@ -104,8 +102,7 @@ class Reductions(Calls):
                 for r, s in enumerate(ins):
                     calls.append(lambda i=s.buf, r=r, b=so.buf, op=op: self._comm.reduce(
                         i, b if r == self._rank else None, op, root=r))
-        self._run(calls, staged, tag_of(*outputs))
-        return completed(outputs)
+        return self._launch(calls, staged, outputs, opts, op, tag_of(*outputs))
 
     def _reduce_scatter_one(self, out, inp, red, calls: list, staged: list):
         check_tensor(out, "reduce_scatter output")
@@ -127,22 +124,21 @@ class Reductions(Calls):
         return op
 
     def reduce_scatter_single(self, output, input, opts):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         calls, staged = [], []
         op = self._reduce_scatter_one(output, input, opts.reduceOp, calls, staged)
-        return self._launch(calls, staged, [output], opts, input.nbytes, op, tag_of(output))
+        return self._launch(calls, staged, [output], opts, op, tag_of(output))
 
     _reduce_scatter_base = reduce_scatter_single
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         calls, staged, op = [], [], None
         for out, inp in zip(outputs, inputs, strict=True):
             op = self._reduce_scatter_one(out, inp, opts.reduceOp, calls, staged)
-        return self._launch(calls, staged, outputs, opts, sum(t.nbytes for t in inputs), op,
-                            tag_of(*outputs))
+        return self._launch(calls, staged, outputs, opts, op, tag_of(*outputs))
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
