@@ -515,6 +515,80 @@ def check_mismatched_dtypes_fail_on_every_rank():
     dist.destroy_process_group(g)
 
 
+def _refused_alike(call, bad: set, *words) -> None:
+    """call(g) on a group of its own, where the ranks in *bad* pass arguments
+    that are refused: they raise NcclInvalid naming *words* before anything
+    is written; the others fail with an NCCLError naming the refusal, at the
+    call or at the group's next one.  When every rank is bad, the group
+    goes on."""
+    g = dist.new_group(list(range(N)))
+    err = None
+    try:
+        call(g)
+        dist.barrier(group=g)
+    except Exception as e:
+        err = e
+    if bad == set(range(N)):
+        t = torch.ones(2)
+        dist.all_reduce(t, group=g)
+        assert t.tolist() == [float(N)] * 2
+    dist.destroy_process_group(g)
+    assert err is not None, f"passed on rank {R}"
+    if R in bad:
+        assert isinstance(err, nc.NcclInvalid), repr(err)
+        for w in words:
+            assert w in str(err), f"{w!r} not in {err}"
+    else:
+        assert isinstance(err, nc.NCCLError), repr(err)
+        assert "arguments refused on that rank" in str(err), str(err)
+
+
+def check_hostile_outputs_refused_on_every_rank():
+    """An output list the results cannot be copied into exactly (a stride-0
+    view, two outputs over the same memory) is refused before the call on
+    the rank that passes it, and its peers fail too."""
+    last = N - 1
+    sentinel = torch.full((1,), -7.0)
+
+    def gather_into(outs_of_bad, bad, gather=False):
+        def call(g):
+            outs = outs_of_bad() if R in bad else [torch.empty(4) for _ in range(N)]
+            if gather:
+                dist.gather(torch.ones(4), outs if R == last else None, dst=last, group=g)
+            else:
+                dist.all_gather(outs, torch.ones(4), group=g)
+        return call
+
+    def expanded():
+        return [torch.empty(4) for _ in range(N - 1)] + [sentinel.expand(4)]
+
+    _refused_alike(gather_into(expanded, {last}), {last}, "share memory", "stride 0")
+    assert sentinel.item() == -7.0  # not written
+    _refused_alike(gather_into(expanded, {last}, gather=True), {last}, "share memory")
+    assert sentinel.item() == -7.0
+    _refused_alike(gather_into(expanded, set(range(N))), set(range(N)), "share memory")
+
+    def overlapping():
+        x = torch.zeros(4 * N + 2)
+        return [x[2 * r:2 * r + 4] for r in range(N)]
+
+    _refused_alike(gather_into(overlapping, set(range(N))), set(range(N)), "share memory")
+    _refused_alike(gather_into(overlapping, {0}), {0}, "outputs 0 and 1 share memory")
+    # the other refusals of arguments fail the peers too
+    op = dist.ReduceOp.SUM if R == 0 else dist.ReduceOp.BAND
+    _refused_alike(lambda g: dist.all_reduce(torch.ones(4), op=op, group=g), set(range(1, N)),
+                   "no bitwise")
+    # layouts that can take a result exactly are not refused
+    base = torch.zeros(2 * 4 * N)
+    outs = [base[r::2 * N][:4] if r % 2 else torch.zeros(4)._neg_view() for r in range(N)]
+    dist.all_gather(outs, torch.full((4,), float(R)))
+    for r, o in enumerate(outs):
+        assert o.tolist() == [float(r)] * 4, (r, o)
+    chunks = list(torch.zeros(4 * N).chunk(N))  # views of one tensor, side by side
+    dist.all_gather(chunks, torch.full((4,), float(R)))
+    assert torch.cat(chunks).tolist() == [float(r) for r in range(N) for _ in range(4)]
+
+
 def check_barrier_and_work_objects():
     dist.barrier()
     t = data(R)

@@ -5,6 +5,7 @@ test of a tensor the library can take as it is."""
 from __future__ import annotations
 
 import ctypes
+import functools
 from typing import Sequence
 
 import nccl.core as nc
@@ -19,7 +20,8 @@ from .reduce_op import nccl_op
 from .staging import STRIDED
 from .work import completed
 
-__all__ = ["After", "Calls", "fast", "same_dtype", "overlap", "tag_of"]
+__all__ = ["After", "Calls", "fast", "same_dtype", "overlap", "tag_of", "alike",
+           "check_outputs"]
 
 _OWN = NATIVE - {torch.bool}  # the library sees these as they are
 _set_call_tag = None  # the host backend's nccl4pyHostSetCallTag
@@ -56,6 +58,51 @@ def same_dtype(what: str, tensors, dtype) -> None:
         if t.dtype != dtype:
             raise NcclInvalid(f"{what}: every tensor must have the input's dtype {dtype}, "
                               f"got {t.dtype}")
+
+
+# the tag of the stand-in call a rank makes for a call it refused (``alike``)
+REFUSED_TAG = b"arguments refused on that rank"
+_RAN = "_nccl4py_host_ran"  # set on an error raised once the library calls began
+
+
+def alike(method):
+    """A collective method whose refusals of its arguments (raised before
+    any library call) fail the group's other ranks too: the refusing rank
+    makes a stand-in call, a one-byte all-reduce tagged ``REFUSED_TAG``,
+    which every rank that did not refuse finds mismatched (an NCCLError
+    naming it, at that call or, on a rank that waits for nobody in it, at
+    its next one); ranks that all refused make matching stand-ins and keep
+    their group.  Then the refusal is raised."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (NcclInvalid, TypeError, ValueError) as e:
+            if not getattr(e, _RAN, False):
+                self._stand_in()
+            raise
+    return call
+
+
+def check_outputs(what: str, outs) -> None:
+    """Outputs a result is copied into must take it exactly: no elements
+    that share memory (expanded views), no two outputs over the same memory."""
+    spans = []
+    for i, o in enumerate(outs):
+        if o.numel() == 0:
+            continue
+        if not o.is_contiguous() and torch._debug_has_internal_overlap(o) == 1:
+            raise NcclInvalid(f"{what} {i} has elements that share memory (an expanded or "
+                              "overlapping view, stride 0): a result cannot be written into "
+                              "it; pass a tensor with distinct elements")
+        if o.is_contiguous():
+            start = o.data_ptr()
+            spans.append((start, start + o.numel() * o.element_size(), i))
+    spans.sort()
+    for (_, end, i), (start, _, j) in zip(spans, spans[1:]):
+        if start < end:
+            raise NcclInvalid(f"{what}s {min(i, j)} and {max(i, j)} share memory: each "
+                              "receives another rank's part; pass distinct tensors")
 
 
 class After:
@@ -122,11 +169,32 @@ class Calls:
         except NCCLError:
             self._failed = True
             raise
+        except Exception as e:  # nccl.core's own checks: every rank made the call
+            try:
+                setattr(e, _RAN, True)
+            except AttributeError:
+                pass
+            raise
         finally:
             if tag is not None and calls:
                 set_call_tag(self._comm, None)
         for s in staged:
             s.back()
+
+    def _stand_in(self) -> None:
+        """The call a rank makes in place of one it refused (``alike``)."""
+        b = torch.zeros(1, dtype=torch.uint8)
+        try:
+            self._drain()
+            set_call_tag(self._comm, REFUSED_TAG)
+            try:
+                self._comm.allreduce(b, b, 0)  # ncclSum
+            finally:
+                set_call_tag(self._comm, None)
+        except NCCLError:
+            self._failed = True  # a mismatch with the ranks that did not refuse
+        except Exception:  # noqa: S110 - the refusal is what the caller gets
+            pass
 
     def _check_root(self, root: int) -> int:
         if not 0 <= root < self._size:

@@ -11,13 +11,14 @@ import torch
 from nccl._errors import NcclInvalid
 
 from . import p2p
-from .calls import After, Calls, fast, overlap, same_dtype, tag_of
+from .calls import After, Calls, alike, check_outputs, fast, overlap, same_dtype, tag_of
 from .staging import IN, OUT, check_tensor, copy_into, stage
 
 __all__ = ["DataMovement"]
 
 
 class DataMovement(Calls):
+    @alike
     def broadcast(self, tensors, opts):
         if p2p.queue or p2p.running:
             p2p.flush()
@@ -39,6 +40,7 @@ class DataMovement(Calls):
             buf = buf.view(torch.uint8)
         return si, flat, buf
 
+    @alike
     def allgather(self, output_lists, inputs, opts=None):
         if p2p.queue or p2p.running:
             p2p.flush()
@@ -50,6 +52,7 @@ class DataMovement(Calls):
             self._parts("all_gather tensor_list", outs, inp)
             for o in outs:
                 check_tensor(o, "all_gather output")
+            check_outputs("all_gather output", outs)
             if all(o.numel() == inp.numel() for o in outs):
                 si, flat, buf = self._gather_flat(inp, "all_gather input")
                 calls.append(lambda b=si.buf, f=buf: self._comm.allgather(b, f))
@@ -86,6 +89,7 @@ class DataMovement(Calls):
         calls.append(lambda: self._comm.allgather(si.buf, so.buf))
         staged.append(so)
 
+    @alike
     def all_gather_single(self, output, input, opts=None):
         if p2p.queue or p2p.running:
             p2p.flush()
@@ -95,6 +99,7 @@ class DataMovement(Calls):
 
     _allgather_base = all_gather_single
 
+    @alike
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         if p2p.queue or p2p.running:
             p2p.flush()
@@ -105,6 +110,7 @@ class DataMovement(Calls):
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
+    @alike
     def gather(self, output_lists, inputs, opts):
         if p2p.queue or p2p.running:
             p2p.flush()
@@ -123,6 +129,7 @@ class DataMovement(Calls):
                 if o.numel() != inp.numel():
                     raise NcclInvalid(f"gather: every output needs the input's {inp.numel()} "
                                       f"elements, got {o.numel()}")
+            check_outputs("gather output", outs)
             si, flat, buf = self._gather_flat(inp, "gather input")
             calls.append(lambda b=si.buf, f=buf: self._comm.gather(b, f, root))
             backs.append(lambda outs=outs, flat=flat: [copy_into(o, flat[r])
@@ -130,6 +137,7 @@ class DataMovement(Calls):
         return self._launch(calls, [After(b) for b in backs], output_lists, opts,
                             tag=tag_of(*inputs))
 
+    @alike
     def scatter(self, outputs, input_lists, opts):
         if p2p.queue or p2p.running:
             p2p.flush()
@@ -154,6 +162,7 @@ class DataMovement(Calls):
                 calls.append(lambda f=flat, b=so.buf: self._comm.scatter(f, b, root))
         return self._launch(calls, staged, outputs, opts, tag=tag_of(*outputs))
 
+    @alike
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
                           opts=None):
         if p2p.queue or p2p.running:
@@ -217,6 +226,7 @@ class DataMovement(Calls):
             start += s
         return out
 
+    @alike
     def alltoall(self, outputs, inputs, opts=None):
         if p2p.queue or p2p.running:
             p2p.flush()
@@ -225,6 +235,7 @@ class DataMovement(Calls):
                               f"rank), got {len(inputs)}")
         self._parts("all_to_all input_tensor_list", inputs, inputs[0])
         self._parts("all_to_all output_tensor_list", outputs, inputs[0])
+        check_outputs("all_to_all output", outputs)
         calls, staged = [], []
         for r in range(self._size):
             si = stage(inputs[r], "all_to_all input", IN)

@@ -20,6 +20,7 @@ from nccl._errors import NCCLError, NcclInvalid
 
 from . import p2p
 from .errors import UnsupportedError
+from .calls import alike
 from .movement import DataMovement
 from .reductions import Reductions
 from .registration import BACKEND
@@ -107,6 +108,7 @@ class HostProcessGroup(Reductions, DataMovement, dist.ProcessGroup):
 
     # ------------------------------------------------------ the rest
 
+    @alike
     def barrier(self, opts=None):
         if p2p.queue or p2p.running:
             p2p.flush()

@@ -12,7 +12,7 @@ import nccl.core as nc
 from nccl._errors import NCCLError, NcclInvalid
 
 from . import p2p
-from .calls import Calls, fast, same_dtype, tag_of
+from .calls import Calls, alike, fast, same_dtype, tag_of
 from .dtypes import NATIVE
 from .reduce_op import SUM
 from .staging import IN, INOUT, OUT, STRIDED, check_tensor, stage
@@ -47,6 +47,7 @@ class Reductions(Calls):
                 return completed(tensors)
         return self._allreduce(tensors, red, opts)
 
+    @alike
     def _allreduce(self, tensors, red, opts):
         calls, staged, op = [], [], None
         for t in tensors:
@@ -57,11 +58,13 @@ class Reductions(Calls):
             staged.append(s)
         return self._launch(calls, staged, tensors, opts, op, tag_of(*tensors))
 
+    @alike
     def allreduce_coalesced(self, tensors, opts=None):
         if p2p.queue or p2p.running:
             p2p.flush()
         return self._allreduce(tensors, opts.reduceOp if opts is not None else SUM, opts)
 
+    @alike
     def reduce(self, tensors, opts):
         if p2p.queue or p2p.running:
             p2p.flush()
@@ -76,6 +79,7 @@ class Reductions(Calls):
                 staged.append(s)
         return self._launch(calls, staged, tensors, opts, op, tag_of(*tensors))
 
+    @alike
     def reduce_scatter(self, outputs, input_lists, opts):
         if p2p.queue or p2p.running:
             p2p.flush()
@@ -123,6 +127,7 @@ class Reductions(Calls):
         staged.append(so)
         return op
 
+    @alike
     def reduce_scatter_single(self, output, input, opts):
         if p2p.queue or p2p.running:
             p2p.flush()
@@ -132,6 +137,7 @@ class Reductions(Calls):
 
     _reduce_scatter_base = reduce_scatter_single
 
+    @alike
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
         if p2p.queue or p2p.running:
             p2p.flush()
