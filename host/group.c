@@ -276,6 +276,7 @@ ncclResult_t n4p_submit_data(int kind, ncclComm_t comm, const void *sendbuff, vo
                 .op = op,
                 .root = root,
                 .acc = acc};
+    memcpy(o.tag, comm->call_tag, sizeof o.tag); /* calltag.c */
     return n4p_submit(&o);
 }
 

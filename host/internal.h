@@ -74,8 +74,16 @@ enum { N4P_RANK_EMPTY = 0, N4P_RANK_JOINED = 1, N4P_RANK_LEFT = 2 };
 #define N4P_DEPTH 16
 #define N4P_EAGER_BYTES 4096u
 
+/* The caller's own name for the data of a collective (set with
+ * nccl4pyHostSetCallTag, calltag.c; "" when none), compared like the type:
+ * a caller that converts its data before the library sees it (nccl.torch
+ * moves int16 as int32 or as bytes, bool as uint8) keeps its mismatches
+ * reported. */
+#define N4P_TAG_LEN 32
+
 /* What a rank announces at the start of each collective, so that peers can
- * detect mismatched calls (different collective, count, type, op or root). */
+ * detect mismatched calls (different collective, count, type, tag, op or
+ * root). */
 typedef struct {
     uint64_t epoch;
     uint64_t count;
@@ -87,6 +95,7 @@ typedef struct {
     int32_t pad;
     uint64_t sbuf, rbuf; /* the rank's buffers, for peers' single-copy reads */
     uint64_t chain; /* hash of this and every earlier description of the communicator */
+    char tag[N4P_TAG_LEN]; /* the caller's tag ("" when none) */
 } n4p_desc;
 
 /* n4p_desc.direct */
@@ -272,6 +281,7 @@ struct ncclComm {
     char shm_name[N4P_SHM_NAME_MAX]; /* path of the segment while this rank may
                                         have to remove it; "" once done */
     char wait_ranks[160];
+    char call_tag[N4P_TAG_LEN]; /* given to the collectives submitted next (calltag.c) */
     char errmsg[N4P_ERRLEN];
 };
 
@@ -329,6 +339,27 @@ enum { N4P_K_NONE, N4P_HOST_KINDS(N4P_KIND_FN, N4P_KIND_OTHER) N4P_K_COUNT };
 
 /* A kind's name and traits, for every floor (kinds.c has the rest of its
  * descriptor).  A peer's description may hold any number. */
+/* Whether two caller's tags (N4P_TAG_LEN bytes, zero-filled) are the same. */
+static inline bool n4p_tag_same(const char *a, const char *b)
+{
+    for (int i = 0; i < N4P_TAG_LEN; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
+}
+
+/* A description chain `prev` extended by a caller's tag (FNV-1a over its
+ * bytes); untagged calls leave it as it was. */
+static inline uint64_t n4p_tag_chain(uint64_t prev, const char *tag)
+{
+    if (tag[0] == '\0')
+        return prev;
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < N4P_TAG_LEN && tag[i] != '\0'; i++)
+        h = (h ^ (unsigned char)tag[i]) * 1099511628211ull;
+    return (prev ^ h) * 0x9e3779b97f4a7c15ull + 1;
+}
+
 static inline int n4p_kind_traits(int kind)
 {
 #define N4P_KIND_FN(id, fn, traits) traits,
@@ -383,6 +414,7 @@ typedef struct {
     bool hdr_done;
     bool complete;
     int prev; /* index of the previous op to the same peer and direction */
+    char tag[N4P_TAG_LEN]; /* the communicator's call tag when it was submitted */
 } n4p_op;
 
 /* ---------------------------------------------------------- functions -- */

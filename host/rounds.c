@@ -26,7 +26,7 @@
  * small rounds (or one staged round) ahead of the slowest rank.
  *
  * Checking.  In the first round of each collective every rank publishes
- * (kind, count, type, op, root, round) in its description ring, and
+ * (kind, count, type, the caller's tag, op, root, round) in its description ring, and
  * compares the descriptions of the ranks it waits for with its own, so
  * mismatched calls fail with ncclInvalidUsage instead of corrupting data.
  * A rank that waits for nobody learns of a mismatch through the poison that
@@ -103,7 +103,8 @@ ncclResult_t n4p_round_open(ncclComm_t c, const n4p_op *o, unsigned reuse, int d
             .sbuf = (uint64_t)(uintptr_t)o->sendbuff,
             .rbuf = (uint64_t)(uintptr_t)o->recvbuff,
         };
-        d.chain = chain(c->desc.chain, &d);
+        memcpy(d.tag, o->tag, sizeof d.tag);
+        d.chain = n4p_tag_chain(chain(c->desc.chain, &d), d.tag);
         c->desc = d;
         c->seg.ranks[c->rank].desc[t % N4P_DEPTH] = d;
     }
@@ -128,14 +129,15 @@ static void describe_call(char *buf, size_t size, const n4p_desc *d)
     }
     if (n4p_is_rooted(d->kind))
         snprintf(root, sizeof root, ", root=%d", (int)d->root);
-    snprintf(buf, size, "%s(count=%llu, %s%s%s)", n4p_kind_name(d->kind),
-             (unsigned long long)d->count, n4p_dtype_name(d->dtype), op, root);
+    snprintf(buf, size, "%s(count=%llu, %s%s%s)%s%.*s", n4p_kind_name(d->kind),
+             (unsigned long long)d->count, n4p_dtype_name(d->dtype), op, root,
+             d->tag[0] ? " for " : "", N4P_TAG_LEN, d->tag);
 }
 
 static ncclResult_t mismatch(ncclComm_t c, int k, const n4p_desc *p)
 {
     const n4p_desc *d = &c->desc;
-    char mine[160], theirs[160];
+    char mine[160 + N4P_TAG_LEN], theirs[160 + N4P_TAG_LEN];
     describe_call(mine, sizeof mine, d);
     describe_call(theirs, sizeof theirs, p);
     n4p_set_error(c, "mismatched collective calls: this rank called %s but rank %d called %s%s",
@@ -181,7 +183,8 @@ ncclResult_t n4p_round_close(ncclComm_t c, bool check, int from)
          k++) {
         const n4p_desc *p = &c->seg.ranks[k].desc[t % N4P_DEPTH];
         if (p->epoch != d->epoch || p->kind != d->kind || p->count != d->count ||
-            p->dtype != d->dtype || p->op != d->op || p->root != d->root)
+            p->dtype != d->dtype || p->op != d->op || p->root != d->root ||
+            !n4p_tag_same(p->tag, d->tag))
             return mismatch(c, k, p);
         if (p->chain != d->chain)
             return earlier_mismatch(c, k);

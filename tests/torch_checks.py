@@ -393,12 +393,208 @@ def check_gather_scatter():
         same(out, data(R, (2,), torch.bfloat16), "scatter")
 
 
+def _zero_size_calls(g, dt):
+    """Every collective of torch.distributed on zero-element tensors of dtype dt."""
+    def e(shape=(0,)):
+        return torch.empty(shape, dtype=dt)
+
+    def ring():
+        if R % 2 == 0:
+            dist.send(e(), (R + 1) % N, group=g)
+            dist.recv(e(), (R - 1) % N, group=g)
+        else:
+            dist.recv(e(), (R - 1) % N, group=g)
+            dist.send(e(), (R + 1) % N, group=g)
+
+    def batch():
+        for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, e(), (R + 1) % N, group=g),
+                                         dist.P2POp(dist.irecv, e(), (R - 1) % N, group=g)]):
+            w.wait()
+
+    root = N - 1
+    return {
+        "all_reduce": lambda: dist.all_reduce(e(), group=g),
+        "all_reduce coalesced": lambda: dist.all_reduce_coalesced([e(), e((0, 3))], group=g),
+        "broadcast": lambda: dist.broadcast(e(), root, group=g),
+        "reduce": lambda: dist.reduce(e(), root, group=g),
+        "all_gather": lambda: dist.all_gather([e() for _ in range(N)], e(), group=g),
+        "all_gather_into_tensor": lambda: dist.all_gather_into_tensor(e(), e(), group=g),
+        "gather": lambda: dist.gather(e(), [e() for _ in range(N)] if R == root else None,
+                                      dst=root, group=g),
+        "scatter": lambda: dist.scatter(e(), [e() for _ in range(N)] if R == root else None,
+                                        src=root, group=g),
+        "reduce_scatter": lambda: dist.reduce_scatter(e(), [e() for _ in range(N)], group=g),
+        "reduce_scatter_tensor": lambda: dist.reduce_scatter_tensor(e(), e(), group=g),
+        "reduce_scatter_tensor 2-d": lambda: dist.reduce_scatter_tensor(e((0, 3)), e((0, 3)),
+                                                                        group=g),
+        "all_to_all": lambda: dist.all_to_all([e() for _ in range(N)],
+                                              [e() for _ in range(N)], group=g),
+        "all_to_all_single": lambda: dist.all_to_all_single(e(), e(), group=g),
+        "all_to_all_single 2-d": lambda: dist.all_to_all_single(e((0, 3)), e((0, 3)), group=g),
+        "all_to_all_single splits": lambda: dist.all_to_all_single(e(), e(), [0] * N, [0] * N,
+                                                                   group=g),
+        "send/recv": ring,
+        "batch_isend_irecv": batch,
+        "barrier": lambda: dist.barrier(group=g),
+    }
+
+
+def _outcome(fn) -> str:
+    try:
+        fn()
+        return "ok"
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def check_zero_size_tensors_like_gloo():
+    """Every collective with zero elements does what gloo's does (succeeds,
+    on every rank alike), also for dtypes gloo lacks."""
+    ours, gloos = _zero_size_calls(None, torch.float32), _zero_size_calls(GLOO, torch.float32)
+    got = {name: (_outcome(fn), _outcome(gloos[name])) for name, fn in ours.items()}
+    bad = {name: o for name, o in got.items() if o[0] != o[1]}
+    assert not bad, f"zero-size calls differ from gloo (ours, gloo): {bad}"
+    assert all(o == ("ok", "ok") for o in got.values()), got
+    for dt in (torch.int16, torch.complex64, torch.bool, torch.float8_e4m3fnuz):
+        calls = _zero_size_calls(None, dt)
+        if dt is torch.float8_e4m3fnuz:  # refused by the reductions, also when empty
+            calls = {k: v for k, v in calls.items() if "reduce" not in k}
+        bad = {name: o for name, fn in calls.items() if (o := _outcome(fn)) != "ok"}
+        assert not bad, f"zero-size {dt}: {bad}"
+
+
+def _fails_on_every_rank(call, *words) -> None:
+    """call() on a group of its own fails on this rank with a mismatch naming
+    *words*, at the call or (a rank that waits for nobody in it) at the
+    group's next call; the group is then destroyed."""
+    g = dist.new_group(list(range(N)))
+    err = None
+    try:
+        call(g)
+        dist.barrier(group=g)
+    except nc.NCCLError as e:
+        err = e
+    dist.destroy_process_group(g)
+    assert err is not None, f"mismatched call passed on rank {R}"
+    msg = str(err)
+    assert "mismatched collective calls" in msg, msg
+    for w in words:
+        assert w in msg, f"{w!r} not in {msg!r}"
+
+
+def check_mismatched_dtypes_fail_on_every_rank():
+    """Ranks passing different dtypes that the library would see alike
+    (int16 widened to int32 or moved as bytes, bool as uint8) fail, naming
+    both dtypes."""
+    def by_rank(first, other):
+        return first if R == 0 else other
+
+    dt = by_rank(torch.int16, torch.int32)
+    _fails_on_every_rank(lambda g: dist.all_reduce(torch.ones(4, dtype=dt), group=g),
+                         "torch.int16", "int32")
+    dt = by_rank(torch.int16, torch.uint16)
+    _fails_on_every_rank(lambda g: dist.broadcast(torch.full((4,), -1, dtype=dt), 0, group=g),
+                         "torch.int16", "torch.uint16")
+    n = by_rank(4, 8)
+    dt = by_rank(torch.int16, torch.uint8)
+    _fails_on_every_rank(lambda g: dist.all_gather([torch.empty(n, dtype=dt) for _ in range(N)],
+                                                   torch.ones(n, dtype=dt), group=g),
+                         "torch.int16", "uint8")
+    dt = by_rank(torch.bool, torch.uint8)
+    _fails_on_every_rank(lambda g: dist.all_reduce(torch.ones(4, dtype=dt), group=g),
+                         "torch.bool", "uint8")
+    dt = by_rank(torch.float8_e4m3fnuz, torch.uint8)  # moved as bytes
+    _fails_on_every_rank(lambda g: dist.all_gather_into_tensor(
+        torch.empty(4 * N, dtype=dt), torch.zeros(4, dtype=dt), group=g),
+                         "torch.float8_e4m3fnuz", "uint8")
+    # the same dtype on every rank still works, on a group of its own
+    g = dist.new_group(list(range(N)))
+    t = torch.full((4,), 3, dtype=torch.int16)
+    dist.all_reduce(t, group=g)
+    same(t, torch.full((4,), 3 * N, dtype=torch.int16), "int16 after the mismatches")
+    dist.destroy_process_group(g)
+
+
+def _refused_alike(call, bad: set, *words) -> None:
+    """call(g) on a group of its own, where the ranks in *bad* pass arguments
+    that are refused: they raise NcclInvalid naming *words* before anything
+    is written; the others fail with an NCCLError naming the refusal, at the
+    call or at the group's next one.  When every rank is bad, the group
+    goes on."""
+    g = dist.new_group(list(range(N)))
+    err = None
+    try:
+        call(g)
+        dist.barrier(group=g)
+    except Exception as e:
+        err = e
+    if bad == set(range(N)):
+        t = torch.ones(2)
+        dist.all_reduce(t, group=g)
+        assert t.tolist() == [float(N)] * 2
+    dist.destroy_process_group(g)
+    assert err is not None, f"passed on rank {R}"
+    if R in bad:
+        assert isinstance(err, nc.NcclInvalid), repr(err)
+        for w in words:
+            assert w in str(err), f"{w!r} not in {err}"
+    else:
+        assert isinstance(err, nc.NCCLError), repr(err)
+        assert "arguments refused on that rank" in str(err), str(err)
+
+
+def check_hostile_outputs_refused_on_every_rank():
+    """An output list the results cannot be copied into exactly (a stride-0
+    view, two outputs over the same memory) is refused before the call on
+    the rank that passes it, and its peers fail too."""
+    last = N - 1
+    sentinel = torch.full((1,), -7.0)
+
+    def gather_into(outs_of_bad, bad, gather=False):
+        def call(g):
+            outs = outs_of_bad() if R in bad else [torch.empty(4) for _ in range(N)]
+            if gather:
+                dist.gather(torch.ones(4), outs if R == last else None, dst=last, group=g)
+            else:
+                dist.all_gather(outs, torch.ones(4), group=g)
+        return call
+
+    def expanded():
+        return [torch.empty(4) for _ in range(N - 1)] + [sentinel.expand(4)]
+
+    _refused_alike(gather_into(expanded, {last}), {last}, "share memory", "stride 0")
+    assert sentinel.item() == -7.0  # not written
+    _refused_alike(gather_into(expanded, {last}, gather=True), {last}, "share memory")
+    assert sentinel.item() == -7.0
+    _refused_alike(gather_into(expanded, set(range(N))), set(range(N)), "share memory")
+
+    def overlapping():
+        x = torch.zeros(4 * N + 2)
+        return [x[2 * r:2 * r + 4] for r in range(N)]
+
+    _refused_alike(gather_into(overlapping, set(range(N))), set(range(N)), "share memory")
+    _refused_alike(gather_into(overlapping, {0}), {0}, "outputs 0 and 1 share memory")
+    # the other refusals of arguments fail the peers too
+    op = dist.ReduceOp.SUM if R == 0 else dist.ReduceOp.BAND
+    _refused_alike(lambda g: dist.all_reduce(torch.ones(4), op=op, group=g), set(range(1, N)),
+                   "no bitwise")
+    # layouts that can take a result exactly are not refused
+    base = torch.zeros(2 * 4 * N)
+    outs = [base[r::2 * N][:4] if r % 2 else torch.zeros(4)._neg_view() for r in range(N)]
+    dist.all_gather(outs, torch.full((4,), float(R)))
+    for r, o in enumerate(outs):
+        assert o.tolist() == [float(r)] * 4, (r, o)
+    chunks = list(torch.zeros(4 * N).chunk(N))  # views of one tensor, side by side
+    dist.all_gather(chunks, torch.full((4,), float(R)))
+    assert torch.cat(chunks).tolist() == [float(r) for r in range(N) for _ in range(4)]
+
+
 def check_barrier_and_work_objects():
     dist.barrier()
     t = data(R)
-    w = dist.all_reduce(t, async_op=True)
-    assert w.is_completed()
+    w = dist.all_reduce(t, async_op=True)  # on the lane: done when waited for
     assert w.wait() is True
+    assert w.is_completed() and w.is_success()
     fut = w.get_future()
     assert fut.done()
     same(fut.value()[0], reduced("SUM"), "future value")
@@ -411,14 +607,19 @@ def check_barrier_and_work_objects():
     same(out, torch.arange(N, dtype=torch.float32), "async all_gather")
     done = []
     w = dist.all_reduce(torch.ones(1), async_op=True)
-    w.get_future().then(lambda f: done.append(f.value()[0].item()))
+    w.get_future().then(lambda f: done.append(f.value()[0].item())).wait()
     assert done == [float(N)], done
+    # a call without async_op is complete when it returns
+    w = dist.all_reduce(torch.ones(1))
+    assert w is None or w.is_completed()
+    w = dist.group.WORLD.allreduce([torch.ones(1)])
+    assert w.is_completed() and w.wait() is True
 
 
 def check_async_lane():
-    """Large async_op collectives run on the group's lane, in order with
+    """async_op collectives run on the group's lane, in order with
     everything else; their futures complete there."""
-    M = 1 << 19  # 2 MiB of float32: above the lane's threshold
+    M = 1 << 19  # 2 MiB of float32
     big = torch.full((M,), float(R + 1))
     small = torch.ones(4)
     w = dist.all_reduce(big, async_op=True)

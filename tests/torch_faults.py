@@ -9,7 +9,14 @@ all-reduce; rank 0 must fail with NcclTimeoutError within the timeout; rank
 1's late all-reduce either fails or completes with rank 0's contribution
 (which rank 0 made before it was aborted).  Results in <results dir>/rank<R>.json.
 
-Usage: python torch_faults.py <results dir> <tcp://...> <file for phase 2>
+Phase 3, ranks 0 and 1 (file://): rank 1 arrives 4 s late at an async
+all-reduce, a broadcast and a send; rank 0's Work.wait(timeout=1 s) must
+raise RuntimeError after about 1 s, as gloo's (a gloo group of the same job
+does the same), and the operation goes on: a wait without a timeout returns
+True with the result, and the group's next call works (gloo's collectives
+go on too; gloo's receive does not: its timeout closes the connection).
+
+Usage: python torch_faults.py <results dir> <tcp://...> <file for phases 2, 3>
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ from nccl._errors import NCCLError, NcclTimeoutError
 
 R, N = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 out: dict = {"rank": R}
+GLOO = None
 
 
 def error(e: BaseException) -> dict:
@@ -79,8 +87,67 @@ def phase2() -> None:
     out["segment2_left"] = os.path.exists("/dev/shm/nccl4py-" + out["uid2"][16:48])
 
 
+def _late_wait(name: str, g, issue, goes_on: bool = True) -> None:
+    """Rank 1 arrives 4 s late at issue(g); rank 0 waits with a 1 s timeout,
+    then (goes_on) without one; then the group's next all-reduce."""
+    dist.barrier(group=GLOO)
+    if R == 1:
+        time.sleep(4)
+    t0 = time.monotonic()
+    res: dict = {}
+    out[f"late {name}"] = res
+    try:
+        w, check = issue(g)
+        res["issue_s"] = time.monotonic() - t0
+        res["first"] = w.wait(timeout=timedelta(seconds=1))
+    except Exception as e:
+        res["first"] = error(e)
+    res["first_s"] = time.monotonic() - t0
+    if not goes_on:
+        return
+    res["completed_after_timeout"] = w.is_completed()
+    res["second"] = w.wait()
+    res["value_ok"] = check()
+    t = torch.ones(4)
+    dist.all_reduce(t, group=g)
+    res["next_ok"] = t.tolist() == [2.0] * 4
+
+
+def _all_reduce(g):
+    t = torch.full((4,), float(R + 1))
+    return dist.all_reduce(t, group=g, async_op=True), lambda: t.tolist() == [3.0] * 4
+
+
+def _broadcast(g):
+    t = torch.full((4,), float(R))
+    return dist.broadcast(t, 1, group=g, async_op=True), lambda: t.tolist() == [1.0] * 4
+
+
+def _p2p(g):
+    t = torch.full((4,), float(R))
+    if R == 0:
+        return dist.irecv(t, 1, group=g), lambda: t.tolist() == [1.0] * 4
+    return dist.isend(t, 0, group=g), lambda: True
+
+
+def phase3() -> None:
+    """Work.wait(timeout=...) with a peer 4 s late, as gloo's."""
+    global GLOO
+    dist.init_process_group("nccl4py_host", init_method=f"file://{sys.argv[3]}3", rank=R,
+                            world_size=2, timeout=timedelta(seconds=60))
+    GLOO = dist.new_group(backend="gloo")
+    for what, issue in (("all_reduce", _all_reduce), ("broadcast", _broadcast)):
+        _late_wait(f"gloo {what}", GLOO, issue)
+        _late_wait(f"ours {what}", None, issue)
+    _late_wait("ours isend/irecv", None, _p2p)
+    # gloo closes the pair when a receive's wait times out: its group is done
+    _late_wait("gloo isend/irecv", GLOO, _p2p, goes_on=False)
+    dist.destroy_process_group()
+
+
 phase1()
 if R < 2:
     phase2()
+    phase3()
 with open(os.path.join(sys.argv[1], f"rank{R}.json"), "w") as f:
     json.dump(out, f)

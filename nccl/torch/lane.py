@@ -1,9 +1,10 @@
 """A group's asynchronous collectives, run in order on a thread of their own.
 
-The host backend completes a call before it returns.  So that the large
+The host backend completes a call before it returns.  So that the
 collectives torch issues with ``async_op=True`` (DDP's gradient buckets in
 backward, FSDP2's all-gathers and reduce-scatters) overlap the computation
-that follows, as gloo's and NCCL's do, they run on the group's lane: one
+that follows, as gloo's and NCCL's do, and so that ``Work.wait(timeout)``
+can time out while a rank is late, they run on the group's lane: one
 thread per group, started at the first such call, running them in the order
 they were issued.  Everything else of the group runs on the calling thread
 after the lane has drained, so every rank issues the group's calls to the
@@ -24,10 +25,7 @@ import torch
 
 from .work import AsyncWork
 
-__all__ = ["Lane", "ASYNC_MIN_BYTES"]
-
-# smaller calls run at once: handing them over costs more than it can overlap
-ASYNC_MIN_BYTES = 1 << 20
+__all__ = ["Lane"]
 
 
 class Lane:
@@ -83,8 +81,7 @@ class Lane:
                 run()
             except BaseException as e:  # kept for wait(); the lane goes on
                 work._error = e
-            work._event.set()
-            try:
+            try:  # the future first: once wait() returns, it is done
                 if work._error is None:
                     work._future.set_result(work._result)
                 else:
@@ -92,6 +89,7 @@ class Lane:
             except BaseException:  # noqa: S110 - a callback's error stays in its own future
                 pass
             finally:
+                work._event.set()
                 with self._cv:
                     self.busy -= 1
                     self._cv.notify_all()

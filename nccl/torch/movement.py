@@ -11,16 +11,16 @@ import torch
 from nccl._errors import NcclInvalid
 
 from . import p2p
-from .calls import Calls, fast, overlap, same_dtype
+from .calls import After, Calls, alike, check_outputs, fast, overlap, same_dtype, tag_of
 from .staging import IN, OUT, check_tensor, copy_into, stage
-from .work import completed
 
 __all__ = ["DataMovement"]
 
 
 class DataMovement(Calls):
+    @alike
     def broadcast(self, tensors, opts):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         root = self._check_root(opts.rootRank)
         calls, staged = [], []
@@ -28,8 +28,7 @@ class DataMovement(Calls):
             s = stage(t, "broadcast tensor", IN if self._rank == root else OUT)
             calls.append(lambda b=s.buf: self._comm.broadcast(b, b, root))
             staged.append(s)
-        self._run(calls, staged)
-        return completed(tensors)
+        return self._launch(calls, staged, tensors, opts, tag=tag_of(*tensors))
 
     def _gather_flat(self, inp, what: str):
         """(staged input, flat buffer of size x its elements, the buffer's
@@ -41,8 +40,9 @@ class DataMovement(Calls):
             buf = buf.view(torch.uint8)
         return si, flat, buf
 
+    @alike
     def allgather(self, output_lists, inputs, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         if len(output_lists) != len(inputs):
             raise NcclInvalid("all_gather: one output list per input")
@@ -52,6 +52,7 @@ class DataMovement(Calls):
             self._parts("all_gather tensor_list", outs, inp)
             for o in outs:
                 check_tensor(o, "all_gather output")
+            check_outputs("all_gather output", outs)
             if all(o.numel() == inp.numel() for o in outs):
                 si, flat, buf = self._gather_flat(inp, "all_gather input")
                 calls.append(lambda b=si.buf, f=buf: self._comm.allgather(b, f))
@@ -68,10 +69,8 @@ class DataMovement(Calls):
                     send = si.buf if r == self._rank else so.buf
                     calls.append(lambda s=send, b=so.buf, r=r: self._comm.broadcast(s, b, r))
                     backs.append(so.back)
-        self._run(calls)
-        for b in backs:
-            b()
-        return completed(output_lists)
+        return self._launch(calls, [After(b) for b in backs], output_lists, opts,
+                            tag=tag_of(*inputs))
 
     allgather_coalesced = allgather
 
@@ -90,27 +89,30 @@ class DataMovement(Calls):
         calls.append(lambda: self._comm.allgather(si.buf, so.buf))
         staged.append(so)
 
+    @alike
     def all_gather_single(self, output, input, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         calls, staged = [], []
         self._all_gather_one(output, input, calls, staged)
-        return self._launch(calls, staged, [output], opts, output.nbytes)
+        return self._launch(calls, staged, [output], opts, tag=tag_of(input))
 
     _allgather_base = all_gather_single
 
+    @alike
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         calls, staged = [], []
         for out, inp in zip(outputs, inputs, strict=True):
             self._all_gather_one(out, inp, calls, staged)
-        return self._launch(calls, staged, outputs, opts, sum(t.nbytes for t in outputs))
+        return self._launch(calls, staged, outputs, opts, tag=tag_of(*inputs))
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
+    @alike
     def gather(self, output_lists, inputs, opts):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         root = self._check_root(opts.rootRank)
         calls, backs = [], []
@@ -127,17 +129,17 @@ class DataMovement(Calls):
                 if o.numel() != inp.numel():
                     raise NcclInvalid(f"gather: every output needs the input's {inp.numel()} "
                                       f"elements, got {o.numel()}")
+            check_outputs("gather output", outs)
             si, flat, buf = self._gather_flat(inp, "gather input")
             calls.append(lambda b=si.buf, f=buf: self._comm.gather(b, f, root))
             backs.append(lambda outs=outs, flat=flat: [copy_into(o, flat[r])
                                                        for r, o in enumerate(outs)])
-        self._run(calls)
-        for b in backs:
-            b()
-        return completed(output_lists)
+        return self._launch(calls, [After(b) for b in backs], output_lists, opts,
+                            tag=tag_of(*inputs))
 
+    @alike
     def scatter(self, outputs, input_lists, opts):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         root = self._check_root(opts.rootRank)
         calls, staged = [], []
@@ -145,7 +147,8 @@ class DataMovement(Calls):
             so = stage(out, "scatter output", OUT)
             staged.append(so)
             if self._rank != root:
-                calls.append(lambda b=so.buf: self._comm.scatter(None, b, root))
+                if out.numel():
+                    calls.append(lambda b=so.buf: self._comm.scatter(None, b, root))
                 continue
             parts = input_lists[i]
             self._parts("scatter scatter_list", parts, out)
@@ -155,13 +158,14 @@ class DataMovement(Calls):
                     raise NcclInvalid(f"scatter: every input needs the output's {out.numel()} "
                                       f"elements, got {p.numel()}")
             flat = torch.cat([stage(p, "scatter input", IN).buf.reshape(-1) for p in parts])
-            calls.append(lambda f=flat, b=so.buf: self._comm.scatter(f, b, root))
-        self._run(calls, staged)
-        return completed(outputs)
+            if out.numel():  # nothing moves: every rank skips it alike
+                calls.append(lambda f=flat, b=so.buf: self._comm.scatter(f, b, root))
+        return self._launch(calls, staged, outputs, opts, tag=tag_of(*outputs))
 
+    @alike
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
                           opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         check_tensor(output, "all_to_all_single output")
         check_tensor(input, "all_to_all_single input")
@@ -172,13 +176,15 @@ class DataMovement(Calls):
                 raise NcclInvalid(f"all_to_all_single: input ({input.numel()} elements) and "
                                   f"output ({output.numel()}) must be equal and divisible by "
                                   f"{n}")
+            if not input.numel():  # nothing moves, on any rank
+                return self._launch([], (), [output], opts)
             if fast(output) and fast(input):
-                self._run([lambda: self._comm.alltoall(input, output)])
-                return completed([output])
+                return self._launch([lambda: self._comm.alltoall(input, output)], (), [output],
+                                    opts, tag=tag_of(input))
             so = stage(output, "all_to_all_single output", OUT)
             si = stage(input, "all_to_all_single input", IN)
-            self._run([lambda: self._comm.alltoall(si.buf, so.buf)], [so])
-            return completed([output])
+            return self._launch([lambda: self._comm.alltoall(si.buf, so.buf)], [so], [output],
+                                opts, tag=tag_of(input))
         ins = self._splits("input", input, input_split_sizes)
         outs = self._splits("output", output, output_split_sizes)
         so = stage(output, "all_to_all_single output", OUT)
@@ -196,8 +202,7 @@ class DataMovement(Calls):
             if oc:
                 calls.append(lambda b=so.buf.reshape(-1).narrow(0, o0 * per_out, oc * per_out),
                              r=r: self._comm.recv(b, r))
-        self._run_group(calls, [so])
-        return completed([output])
+        return self._launch(calls, [so], [output], opts, group=True)
 
     alltoall_base = all_to_all_single
 
@@ -221,14 +226,16 @@ class DataMovement(Calls):
             start += s
         return out
 
+    @alike
     def alltoall(self, outputs, inputs, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         if len(inputs) != self._size:
             raise NcclInvalid(f"all_to_all: expected {self._size} input tensors (one per "
                               f"rank), got {len(inputs)}")
         self._parts("all_to_all input_tensor_list", inputs, inputs[0])
         self._parts("all_to_all output_tensor_list", outputs, inputs[0])
+        check_outputs("all_to_all output", outputs)
         calls, staged = [], []
         for r in range(self._size):
             si = stage(inputs[r], "all_to_all input", IN)
@@ -241,6 +248,5 @@ class DataMovement(Calls):
             if so.buf.numel():
                 calls.append(lambda b=so.buf, r=r: self._comm.recv(b, r))
             staged.append(so)
-        self._run_group(calls, staged)
-        return completed(outputs)
+        return self._launch(calls, staged, outputs, opts, group=True)
 

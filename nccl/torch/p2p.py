@@ -24,6 +24,7 @@ __all__ = ["queue", "submit", "flush", "discard"]
 SEND, RECV = 0, 1
 
 queue: list = []  # (process group, SEND/RECV, Staged, peer, PendingWork, last of its work)
+running = 0  # queues being run (a wait that timed out leaves one running on its thread)
 _lock = threading.RLock()
 
 
@@ -38,12 +39,15 @@ def submit(pg, kind: int, staged: list, peer: int) -> PendingWork:
 
 
 def flush() -> None:
-    """Run every queued operation; on failure every one of them fails."""
+    """Run every queued operation; on failure every one of them fails.  The
+    lock is held while they run: a flush waits for one running elsewhere."""
+    global running
     with _lock:
         if not queue:
             return
         ops = queue[:]
         del queue[:]
+        running += 1
         try:
             for pg in {id(op[0]): op[0] for op in ops}.values():
                 pg._drain()  # their lanes' collectives come first
@@ -64,6 +68,8 @@ def flush() -> None:
                 work._done = True
                 pg._failed = True
             raise
+        finally:
+            running -= 1
         for _, _, _, _, work in ops:
             work._done = True
 

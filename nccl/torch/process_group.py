@@ -20,6 +20,7 @@ from nccl._errors import NCCLError, NcclInvalid
 
 from . import p2p
 from .errors import UnsupportedError
+from .calls import alike
 from .movement import DataMovement
 from .reductions import Reductions
 from .registration import BACKEND
@@ -107,12 +108,12 @@ class HostProcessGroup(Reductions, DataMovement, dist.ProcessGroup):
 
     # ------------------------------------------------------ the rest
 
+    @alike
     def barrier(self, opts=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         b = self._barrier_buf
-        self._run([lambda: self._comm.allreduce(b, b, _NC_SUM)])
-        return completed([])
+        return self._launch([lambda: self._comm.allreduce(b, b, _NC_SUM)], (), [], opts)
 
     def monitored_barrier(self, *args, **kwargs):
         raise UnsupportedError(
@@ -124,7 +125,7 @@ class HostProcessGroup(Reductions, DataMovement, dist.ProcessGroup):
         pass  # collectives run as they are called; sends and receives are queued
 
     def _end_coalescing(self, device=None):
-        if p2p.queue:
+        if p2p.queue or p2p.running:
             p2p.flush()
         self._drain()
         return completed([])

@@ -5,7 +5,8 @@ types, one flat block in memory order.  A tensor that is not that (a strided
 or transposed view, a conj or neg view, a dtype NCCL lacks) is *staged*: a
 contiguous copy of its values goes to the library, and the result is copied
 back into the tensor after the call, so the result is exact whatever the
-layout.  What cannot be staged exactly is refused before any rank starts.
+layout.  What cannot be staged exactly is refused before the call (its peers
+fail too: ``calls.alike``).
 """
 from __future__ import annotations
 
