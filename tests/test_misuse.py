@@ -370,7 +370,7 @@ def test_python_level_integers(stub, bad):
     ([0, 0], NcclInvalid, r"repeated: 0 \(in \[0, 0\]\)"),
     ([3, 1, 3, 1, 2], NcclInvalid, "repeated: 1, 3"),
     ([True, 0], TypeError, "a device id must be an integer, got True"),
-    ([0, "1"], TypeError, ""),
+    ([0, "1"], TypeError, "'str' object cannot be interpreted as an integer"),
 ], ids=repr)
 def test_init_all_refuses_bad_device_lists_before_the_library(stub, devices, error, message):
     """A negative, repeated or non-integer device (as NCCL's ncclCommInitAll
