@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable
 
 from nccl._cli import add_version
 from nccl._launch.argtypes import number
@@ -87,7 +87,7 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
-def _int_in(lo: int, hi: int):
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
     """An integer flag from *lo* to *hi* (the error names the range)."""
     return number(int, "an integer", lambda v: lo <= v <= hi, f"must be from {lo} to {hi}")
 

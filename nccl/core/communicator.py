@@ -191,7 +191,10 @@ class Communicator(_nccl._CommunicatorBase):
         if any(d < 0 for d in devlist):
             raise NcclInvalid(f"init_all: device ids must not be negative, got {devlist}")
         seen: set[int] = set()
-        repeated = sorted({d for d in devlist if d in seen or seen.add(d)})
+        repeats: set[int] = set()
+        for d in devlist:
+            (repeats if d in seen else seen).add(d)
+        repeated = sorted(repeats)
         if repeated:
             raise NcclInvalid(f"init_all: a device may appear once only; repeated: "
                               f"{', '.join(map(str, repeated))} (in {devlist})")
