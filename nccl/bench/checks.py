@@ -64,7 +64,7 @@ def memory_problem(maxbytes: int, nranks: int, memory: int | None, agg: int = 1,
     else:
         what = (f"-m {agg}: the {nranks} ranks need {_bytes_text(buffers + queued)} for the "
                 f"operations they queue ({agg} of about {QUEUED_OP_BYTES} B each)"
-                + (f" and their buffers" if buffers else ""))
+                + (" and their buffers" if buffers else ""))
     return f"{what}, more than this machine's {_bytes_text(memory)} of memory"
 
 
