@@ -7,19 +7,21 @@
     │   └── NcclTimeoutError       the watchdog timed a call out
     ├── NcclInvalid                invalid use, found before any library call
     ├── NotSupportedError          no library could be loaded (a RuntimeError)
-    └── FunctionNotFoundError      the library lacks a C function (a NotImplementedError)
+    ├── FunctionNotFoundError      the library lacks a C function (a NotImplementedError)
+    └── GpuRuntimeError            a HIP/CUDA runtime call failed (a RuntimeError)
 
 Upstream's names and bases are kept (``NCCLError`` and ``NcclInvalid`` are
 ``Exception`` subclasses there, and still are).  Every class is public in
-``nccl.core`` (and the library's ones in ``nccl.bindings``); their
-``__module__`` says ``nccl.core``, which is what tracebacks print and where
+``nccl.core`` (and the library's ones in ``nccl.bindings``) but
+:class:`GpuRuntimeError`, which is in ``nccl._runtime``; their
+``__module__`` says where, which is what tracebacks print and where
 pickle finds them.  Kept in plain Python so that they pickle by reference and
 can be re-created in a process that has no library loaded.
 """
 from __future__ import annotations
 
 __all__ = ["Nccl4pyError", "NCCLError", "NcclTimeoutError", "NotSupportedError",
-           "FunctionNotFoundError", "NcclInvalid"]
+           "FunctionNotFoundError", "NcclInvalid", "GpuRuntimeError"]
 
 # The public module of every class below (tracebacks, repr, pickle).
 _PUBLIC_MODULE = "nccl.core"
@@ -139,6 +141,23 @@ class NcclInvalid(Nccl4pyError):
     def __repr__(self):
         return f"<NcclInvalid: {self.msg}>"
 
+
+class GpuRuntimeError(Nccl4pyError, RuntimeError):
+    """A HIP or CUDA runtime call failed (or no runtime could be loaded).
+
+    The message is the runtime's own; ``.status`` is the runtime's status code
+    and ``.function`` the runtime function that returned it (both ``None``
+    when no runtime call failed, e.g. when none could be loaded).  Raised by
+    the C core (src/gpu_runtime.c) for ``nccl._runtime``, the cuda.core shim
+    and ``nccl.core``'s device helpers.  Still a ``RuntimeError``, as before
+    it joined the family.
+    """
+
+    status: int | None = None
+    function: str | None = None
+
+
+GpuRuntimeError.__module__ = "nccl._runtime"
 
 for _cls in (Nccl4pyError, NCCLError, NcclTimeoutError, NotSupportedError,
              FunctionNotFoundError, NcclInvalid):

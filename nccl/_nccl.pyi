@@ -380,7 +380,8 @@ class _MultimemFields(Protocol):
 TeamLike = Team | tuple[int, int, int] | _TeamFields | int
 MultimemLike = tuple[int] | _MultimemFields | int
 
-class GpuRuntimeError(RuntimeError): ...
+# the class of nccl/_errors.py (a Nccl4pyError and a RuntimeError)
+from nccl._errors import GpuRuntimeError as GpuRuntimeError
 
 class _CommunicatorBase:
     """The C fast paths of ``nccl.core.Communicator``."""

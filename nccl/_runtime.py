@@ -3,7 +3,8 @@
 
 It serves nccl's cuda.core shim and ``nccl.core``'s device and memory
 helpers, so nccl4py needs neither cuda.core nor hip-python.  Failures raise
-:class:`GpuRuntimeError` (a ``RuntimeError``) with the runtime's own message.
+:class:`GpuRuntimeError` (a ``Nccl4pyError`` and a ``RuntimeError``) with the
+runtime's own message.
 
 Which library (``candidates()``; the C core tries them in order):
 

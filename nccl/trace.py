@@ -11,6 +11,9 @@ communicator:
   between ranks;
 - calls that failed, were aborted or never completed;
 - ranks of which no record exists;
+- ranks with more than one record that cannot both be true (other
+  processes, or other calls under the same numbers): the files are named,
+  and the newest record is the one analysed;
 - the last completed collective of each rank.
 
 ``--json`` prints the same as one JSON object.  The exit status is 1 when a
@@ -107,13 +110,50 @@ def _group(records: list[dict]) -> dict[str, list[dict]]:
     return groups
 
 
-def _analyze_comm(key: str, recs: list[dict]) -> dict[str, Any]:
-    nranks = max(r.get("nranks", 0) for r in recs)
+# what makes two entries of one rank's records the same call (not the state:
+# a later record of the same process has the same call further along)
+_CALL_FIELDS = ("op", "dtype", "redop", "root", "peer", "count", "recvcount")
+
+
+def _conflict(a: dict, b: dict) -> str | None:
+    """Why two records of one rank of one communicator cannot both be true
+    (None when one can be an earlier snapshot of the other's process)."""
+    for field in ("host", "pid", "nranks"):
+        if field in a and field in b and a[field] != b[field]:
+            return f"{field} {a[field]!r} and {b[field]!r}"
+    calls = {(e["kind"], e["seq"]): e for e in a["entries"]}
+    for e in b["entries"]:
+        other = calls.get((e["kind"], e["seq"]))
+        if other is None:
+            continue
+        for field in _CALL_FIELDS:
+            if other.get(field) != e.get(field):
+                return (f"{e['kind']} #{e['seq']}: {field} {other.get(field)!r} and "
+                        f"{e.get(field)!r}")
+    return None
+
+
+def _one_per_rank(recs: list[dict]) -> tuple[dict[int, dict], list[dict]]:
+    """The newest record of each rank, and the records that conflict with it
+    (two processes claiming the rank, or calls that differ)."""
     by_rank: dict[int, dict] = {}
-    for rec in recs:  # one record per rank: the newest
+    for rec in recs:
         old = by_rank.get(rec["rank"])
         if old is None or rec.get("time", 0) >= old.get("time", 0):
             by_rank[rec["rank"]] = rec
+    conflicts = []
+    for rec in recs:
+        kept = by_rank[rec["rank"]]
+        why = None if rec is kept else _conflict(rec, kept)
+        if why is not None:
+            conflicts.append({"rank": rec["rank"], "used": kept.get("_path"),
+                              "ignored": rec.get("_path"), "why": why})
+    return by_rank, conflicts
+
+
+def _analyze_comm(key: str, recs: list[dict]) -> dict[str, Any]:
+    nranks = max(r.get("nranks", 0) for r in recs)
+    by_rank, conflicts = _one_per_rank(recs)
     coll = {r: {e["seq"]: e for e in rec["entries"] if e["kind"] == "coll"}
             for r, rec in by_rank.items()}
     by_seq: dict[int, dict[int, dict]] = {}  # seq -> rank -> entry
@@ -126,7 +166,10 @@ def _analyze_comm(key: str, recs: list[dict]) -> dict[str, Any]:
                            "missing_records": missing,
                            "missing_count": sum(hi - lo + 1 for lo, hi in missing),
                            "diverged": None, "mismatches": [], "failed": [],
-                           "last_completed": {}}
+                           "last_completed": {}, "conflicts": conflicts}
+    for c in conflicts:
+        messages.append(f"rank {c['rank']}: conflicting records {c['ignored']} and "
+                        f"{c['used']} ({c['why']}); the newest, {c['used']}, is analysed")
     if missing:
         messages.append(f"no record from {_range_text(missing)} (the process may have "
                         "died before writing one)")

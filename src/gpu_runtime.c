@@ -13,8 +13,9 @@
  *     file name says it (libamdhip64* / libcudart*), otherwise the presence
  *     of hipGetDeviceCount does.
  *   - Every runtime call runs with the GIL released.
- *   - A failing status raises GpuRuntimeError (a RuntimeError) carrying the
- *     runtime's own error name and string, and the status as `.status`.
+ *   - A failing status raises GpuRuntimeError (a Nccl4pyError and a
+ *     RuntimeError, defined in nccl/_errors.py) carrying the runtime's own
+ *     error name and string, and the status as `.status`.
  */
 #define _GNU_SOURCE
 #include "bindings.h"
@@ -653,11 +654,13 @@ rt_dlpack_capsule(FASTCALL_ARGS)
 int
 n4p_init_gpu_runtime(PyObject *mod, n4p_state *st)
 {
-    st->gpu_runtime_error = PyErr_NewExceptionWithDoc(
-        "nccl._nccl.GpuRuntimeError",
-        "A HIP or CUDA runtime call failed (or no runtime could be loaded).\n"
-        "The message is the runtime's own; `.status` is the status code.",
-        PyExc_RuntimeError, NULL);
+    /* The class lives in nccl/_errors.py with the rest of the family
+     * (a Nccl4pyError and a RuntimeError). */
+    PyObject *errors = PyImport_ImportModule("nccl._errors");
+    if (errors == NULL)
+        return -1;
+    st->gpu_runtime_error = PyObject_GetAttrString(errors, "GpuRuntimeError");
+    Py_DECREF(errors);
     if (st->gpu_runtime_error == NULL ||
         PyModule_AddObjectRef(mod, "GpuRuntimeError", st->gpu_runtime_error) < 0)
         return -1;

@@ -48,6 +48,24 @@ def bench_cmd(*args, env=None, timeout=120):
     (["-b", "1.3"], "not a whole number of bytes: '1.3'"),
     (["-b", "1T", "-e", "1T"], "-e 1099511627776: the 2 ranks need 4 TiB for their buffers "
                                "(2 of 1 TiB each), more than this machine's"),
+    # every count has a range, named with its flag
+    (["-m", "30000000"], "argument -m/--agg_iters: must be from 1 to 10000: '30000000'"),
+    (["-m", "99999999999"], "argument -m/--agg_iters: must be from 1 to 10000"),
+    (["-n", "1" + "0" * 20], "argument -n/--iters: must be from 0 to 1000000"),
+    (["-w", "1" + "0" * 20], "argument -w/--warmup_iters: must be from 0 to 1000000"),
+    (["-c", "1" + "0" * 20], "argument -c/--check: must be from 0 to 1000"),
+    (["-T", "0"], "argument -T/--timeout: must be from 1 to 31536000: '0'"),
+    (["-T", "1" + "0" * 20], "argument -T/--timeout: must be from 1 to 31536000"),
+    (["-f", "1" + "0" * 20], "argument -f/--stepfactor: must be from 0 to 9223372036854775807"),
+    (["-N", "1" + "0" * 20], "argument -N/--run_cycles: must be from 0 to 2147483647"),
+    (["--progress-every", "1e300"], "argument --progress-every: must be from 0 to 31536000 "
+                                    "seconds"),
+    (["--nranks", "1" + "0" * 20], "argument --nranks/--np: must be from 1 to 2147483647"),
+    (["-n", "1000000", "-m", "100"], "-n 1000000 -m 100 -w 1: 100000001 operations per size "
+                                     "(-n x -m + -w; at most 10000000)"),
+    # more ranks than python -m nccl.run starts here (any machine has fewer than 25000 CPUs)
+    (["--nranks", "100000", "-b", "8", "-e", "8", "-r", "all"],
+     "--nranks 100000: python -m nccl.run refuses it: -n 100000 is more than"),
     # mpirun's -np is not nccl-tests' -n (iterations)
     (["-np", "2"], "-np 2: here, as in nccl-tests, -n is the number of iterations; to start "
                    "2 ranks use --nranks 2"),
@@ -62,6 +80,23 @@ def test_mistakes_are_reported_before_any_rank_starts(tmp_path, args, message):
     assert p.stdout == ""  # no rank ran: no table at all
     assert "Traceback" not in p.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == []  # nothing left behind
+
+
+def test_the_memory_estimate_counts_the_queued_operations():
+    """-m operations queued in a group hold host memory in every rank, on
+    every backend; the buffers of -e count on the host backend only."""
+    from nccl.bench.checks import QUEUED_OP_BYTES, memory_problem
+
+    assert memory_problem(8, 4, 4 * 100 * QUEUED_OP_BYTES + 64, agg=100) is None
+    assert memory_problem(8, 4, 100 << 10, agg=100) == (
+        "-m 100: the 4 ranks need 200 KiB for the operations they queue (100 of about 512 B "
+        "each) and their buffers, more than this machine's 100 KiB of memory")
+    assert memory_problem(1 << 40, 2, 1 << 30, agg=1000, host=False) is None
+    assert memory_problem(8, 2, 1 << 20, agg=10000, host=False) == (
+        "-m 10000: the 2 ranks need 9.77 MiB for the operations they queue (10000 of about "
+        "512 B each), more than this machine's 1 MiB of memory")
+    assert memory_problem(1 << 30, 2, 1 << 30, agg=10).startswith(
+        "-e 1073741824: the 2 ranks need 4 GiB for their buffers")
 
 
 def test_sizes_are_exact():
@@ -127,6 +162,13 @@ def test_help_explains_ranks_and_the_flags():
                  help_option("-N", "--run_cycles", "N"), help_option("-C", "--report_cputime", "N"),
                  "--plot-from JSON", "--progress-every SECONDS"):
         assert flag in p.stdout, flag
+    # every number's range is stated
+    for rule in ("0 to 2^63-1 bytes", "timed iterations per size, 0 to 1000000",
+                 "warm-up iterations, 0 to 1000000", "one group per iteration, 1 to 10000",
+                 "-n x -m + -w at most 10000000", "N times per size, 0 to 1000",
+                 "after SECONDS, 1 to 31536000", "0 to 31536000 (default 10",
+                 "(0 to 2147483647)", "python -m nccl.run -n allows"):
+        assert rule in text, rule
 
 
 @pytest.mark.heavy("an all-reduce sweep to 64 MiB long enough for progress ticks")

@@ -35,6 +35,27 @@ def test_one_root_and_upstreams_bases():
     assert b.FunctionNotFoundError is nc.FunctionNotFoundError
 
 
+def test_the_gpu_runtime_error_is_in_the_family_and_still_a_runtime_error():
+    """The GPU runtime layer's error (nccl._runtime, the cuda.core shim) is a
+    Nccl4pyError, keeps RuntimeError as a base for existing ``except`` clauses,
+    is the very class the C core raises, and pickles with its fields."""
+    from nccl import _nccl, _runtime
+
+    cls = _runtime.GpuRuntimeError
+    assert cls is _nccl.GpuRuntimeError
+    assert issubclass(cls, nc.Nccl4pyError) and issubclass(cls, RuntimeError)
+    assert repr(cls) == "<class 'nccl._runtime.GpuRuntimeError'>"  # its public path
+    exc = cls("hipSetDevice failed: hipErrorInvalidDevice (101): invalid device ordinal")
+    exc.status, exc.function = 101, "hipSetDevice"
+    back = pickle.loads(pickle.dumps(exc))
+    assert type(back) is cls and str(back) == str(exc)
+    assert (back.status, back.function) == (101, "hipSetDevice")
+    assert cls("no runtime").status is None
+    text = (ROOT / "docs" / "api.md").read_text()
+    tree = re.search(r"```text\n(.*?)```", text.split("### Errors", 1)[1], re.S).group(1)
+    assert "GpuRuntimeError" in tree
+
+
 def test_they_pickle_through_the_public_module():
     for exc in (nc.NCCLError(4), nc.NcclInvalid("bad"), nc.NotSupportedError("none"),
                 nc.FunctionNotFoundError("ncclX"),

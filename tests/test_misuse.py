@@ -363,6 +363,24 @@ def test_python_level_integers(stub, bad):
     assert calls(stub) == before + 1
 
 
+@pytest.mark.parametrize("devices, error, message", [
+    ([-1, 2], NcclInvalid, r"device ids must not be negative, got \[-1, 2\]"),
+    ((0, -5), NcclInvalid, "device ids must not be negative"),
+    (-1, NcclInvalid, "the number of devices must not be negative, got -1"),
+    ([0, 0], NcclInvalid, r"repeated: 0 \(in \[0, 0\]\)"),
+    ([3, 1, 3, 1, 2], NcclInvalid, "repeated: 1, 3"),
+    ([True, 0], TypeError, "a device id must be an integer, got True"),
+    ([0, "1"], TypeError, "'str' object cannot be interpreted as an integer"),
+], ids=repr)
+def test_init_all_refuses_bad_device_lists_before_the_library(stub, devices, error, message):
+    """A negative, repeated or non-integer device (as NCCL's ncclCommInitAll
+    refuses them) is refused before any library call, on every backend."""
+    before = calls(stub)
+    with pytest.raises(error, match=message):
+        nc.Communicator.init_all(devices)
+    assert calls(stub) == before
+
+
 def test_integer_like_values_accepted(stub):
     comm = nc.Communicator(COMM)
     x = np.ones(8, np.float32)

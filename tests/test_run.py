@@ -619,6 +619,55 @@ def test_environment_torchrun_parsing(clean_env):
         environment()
 
 
+@pytest.mark.parametrize("values, message", [
+    ({"MASTER_PORT": 99999}, "MASTER_PORT=99999 is outside 1..65535"),
+    ({"MASTER_PORT": 65536}, "MASTER_PORT=65536 is outside 1..65535"),
+    ({"MASTER_PORT": -1}, "MASTER_PORT=-1 is outside 1..65535"),
+    ({"MASTER_PORT": 0}, "MASTER_PORT=0 is outside 1..65535"),
+    ({"MASTER_PORT": "abc"}, "MASTER_PORT='abc' is not an integer"),
+    ({"MASTER_ADDR": "10.0.0.1 x"}, "MASTER_ADDR='10.0.0.1 x' is not a host name"),
+    ({"MASTER_ADDR": "host\x01"}, "MASTER_ADDR=.* is not a host name"),
+    ({"RANK": -1}, "rank -1 is outside 0..0"),
+    ({"WORLD_SIZE": 0}, "at least 1"),
+    ({"WORLD_SIZE": 2**31, "RANK": 0}, "WORLD_SIZE=2147483648 is above 2147483647"),
+    ({"LOCAL_RANK": -1}, "local rank must not be negative"),
+    ({"LOCAL_RANK": 1}, "LOCAL_RANK=1 is not below the number of ranks, 1"),
+    ({"TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "x"},
+     "TORCHELASTIC_RESTART_COUNT='x' is not an integer"),
+    ({"TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": -1},
+     "TORCHELASTIC_RESTART_COUNT=-1 is negative"),
+])
+def test_environment_torchrun_values_are_checked_before_torch(clean_env, values, message):
+    """Every torchrun variable environment() reads is checked against its
+    documented range before torch is imported: a ValueError naming it (torch is
+    made unimportable here, so the check cannot lean on torch's own errors)."""
+    _setenv(clean_env, RANK=0, WORLD_SIZE=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=29500)
+    _setenv(clean_env, **values)
+    clean_env.setitem(sys.modules, "torch", None)
+    clean_env.setitem(sys.modules, "torch.distributed", None)
+    with pytest.raises(ValueError, match=message):
+        environment()
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"NCCL4PY_NRANKS": 2**31, "NCCL4PY_LOCAL_SIZE": 1},
+     "NCCL4PY_NRANKS=2147483648 is above 2147483647"),
+    ({"SLURM_PROCID": 0, "SLURM_NTASKS": 2, "SLURM_LOCALID": 2},
+     "SLURM_LOCALID=2 is not below the number of ranks, 2"),
+    ({"OMPI_COMM_WORLD_RANK": 0, "OMPI_COMM_WORLD_SIZE": 10**20},
+     "OMPI_COMM_WORLD_SIZE=100000000000000000000 is above 2147483647"),
+])
+def test_environment_rank_numbers_fit_the_library(clean_env, values, message):
+    """The number of ranks is a C int in the library, and a local rank is an
+    index among the job's ranks: values beyond either are a ValueError naming
+    the variable."""
+    if "NCCL4PY_NRANKS" in values:
+        _setenv(clean_env, NCCL4PY_RANK=0, NCCL4PY_UNIQUE_ID="00" * 128)
+    _setenv(clean_env, **values)
+    with pytest.raises(ValueError, match=message):
+        environment(exchange_id=False)
+
+
 class FakeStore:
     """Just enough of torch.distributed.TCPStore / PrefixStore."""
 

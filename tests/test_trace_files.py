@@ -254,6 +254,44 @@ def test_not_a_directory(tmp_path, capsys):
     assert rc == 2 and "no such directory" in err
 
 
+@pytest.mark.parametrize("older, why", [
+    ({"pid": 7}, "pid 7 and 1"),
+    ({"host": "other"}, "host 'other' and 'h'"),
+    ({"entries": [{**ENTRY, "op": "broadcast", "root": 0}]},
+     "coll #1: op 'broadcast' and 'allreduce'"),
+    ({"entries": [{**ENTRY, "count": 8}]}, "coll #1: count 8 and 4"),
+], ids=["pid", "host", "op", "count"])
+def test_conflicting_records_of_one_rank_are_reported(tmp_path, capsys, older, why):
+    """Two records of the same rank of one communicator that cannot both be
+    true: the report names the rank and both files, says which one it used,
+    and counts it as a problem (the newer one used to win silently)."""
+    newer = tmp_path / "rank0.json"
+    stale = tmp_path / "copy-of-rank0.json"  # a record by its format, whatever its name
+    newer.write_text(json.dumps(record(0, nranks=1, time=20.0)))
+    stale.write_text(json.dumps(record(0, nranks=1, time=11.0, **older)))
+    rc, out, err = analyse(tmp_path, capsys)
+    assert (rc, err) == (1, ""), (out, err)
+    assert (f"rank 0: conflicting records {stale} and {newer} ({why}); the newest, {newer}, "
+            "is analysed") in out, out
+    assert trace.main([str(tmp_path), "--json"]) == 1
+    (comm,) = json.loads(capsys.readouterr().out)["communicators"]
+    assert comm["conflicts"] == [{"rank": 0, "used": str(newer), "ignored": str(stale),
+                                  "why": why}]
+
+
+def test_an_earlier_record_of_the_same_process_is_no_conflict(tmp_path, capsys):
+    """A snapshot the same process wrote earlier (SIGUSR1, then the exit):
+    the same calls, further along in the newer one."""
+    running = {**ENTRY, "state": "running", "end": None}
+    (tmp_path / "rank0.json").write_text(json.dumps(record(
+        0, nranks=1, time=20.0, calls=2, entries=[ENTRY, {**ENTRY, "seq": 2}])))
+    (tmp_path / "rank0.sigusr1.json").write_text(json.dumps(record(
+        0, nranks=1, time=10.2, entries=[running])))
+    rc, out, err = analyse(tmp_path, capsys)
+    assert (rc, err) == (0, ""), out
+    assert "conflicting" not in out and "last completed collective: allreduce #2" in out
+
+
 def test_huge_claims_are_analysed_within_the_files_size(tmp_path):
     """A record that says 10**12 calls or 2**31-1 ranks: the analysis looks
     only at what the files hold (it iterated up to "calls" and listed every

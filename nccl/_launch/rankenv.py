@@ -93,8 +93,10 @@ def environment(exchange_id: bool = True, *, timeout: float = 300.0) -> RankEnvi
     Raises:
         RuntimeError: the exchange needs a package that is not installed
             (the message names it), or fails.
-        ValueError: a variable is present but malformed (not an integer, rank
-            out of range, bad unique id hex).
+        ValueError: a variable is present but malformed (not an integer, a
+            rank, size or ``MASTER_PORT`` out of its range, a ``MASTER_ADDR``
+            that is no host name, bad unique id hex); the message names it.
+            These are checked before torch or mpi4py is imported.
         Whatever ``nccl.bindings`` raises when rank 0 cannot create the id
         (rank 0 re-raises it; the other ranks get a ``RuntimeError`` quoting it).
     """
@@ -144,13 +146,46 @@ def _first_var(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
     return None
 
 
-def _check(rank: int, nranks: int, local_rank: int, names: str) -> None:
+# The library takes the number of ranks as a C int.
+MAX_NRANKS = 2**31 - 1
+
+
+def _check(rank: int, nranks: int, local_rank: int,
+           variables: tuple[str | None, str | None, str | None],
+           local_below_nranks: bool = True) -> None:
+    """*variables*: where the rank, the size and the local rank came from
+    (None: not from a variable).  The local rank is checked against the number
+    of ranks unless the caller checks it against a local size instead."""
+    _, size_var, local_var = variables
+    names = "/".join(filter(None, variables))
     if nranks < 1:
         raise ValueError(f"the number of ranks must be at least 1, got {nranks} ({names})")
+    if nranks > MAX_NRANKS:
+        raise ValueError(f"{size_var or 'the number of ranks'}={nranks} is above "
+                         f"{MAX_NRANKS}, the most ranks a communicator has ({names})")
     if not 0 <= rank < nranks:
         raise ValueError(f"rank {rank} is outside 0..{nranks - 1} ({names})")
     if local_rank < 0:
         raise ValueError(f"the local rank must not be negative, got {local_rank} ({names})")
+    if local_below_nranks and local_rank >= nranks:
+        raise ValueError(f"{local_var or 'the local rank'}={local_rank} is not below the "
+                         f"number of ranks, {nranks} ({names})")
+
+
+# A host name or address: no blanks or control characters, at most 253 characters
+# (RFC 1035), with IPv6 literals (``::1``, ``[fe80::1%eth0]``) allowed.
+_HOST = re.compile(r"[^\x00-\x20\x7f/]{1,253}")
+
+
+def _master(env: Mapping[str, str]) -> tuple[str, int]:
+    """MASTER_ADDR and MASTER_PORT, checked (both are known to be set)."""
+    addr = env["MASTER_ADDR"].strip()
+    if not _HOST.fullmatch(addr):
+        raise ValueError(f"MASTER_ADDR={env['MASTER_ADDR']!r} is not a host name or address")
+    port = _int_var(env, "MASTER_PORT")
+    if not 1 <= port <= 65535:
+        raise ValueError(f"MASTER_PORT={port} is outside 1..65535 (a TCP port)")
+    return addr, port
 
 
 # ------------------------------------------------------------------- launchers
@@ -162,7 +197,8 @@ def _from_nccl_run(env, exchange_id, timeout):
     rank = _int_var(env, "NCCL4PY_RANK")
     nranks = _int_var(env, "NCCL4PY_NRANKS", context=ctx)
     local_rank = _int_var(env, "NCCL4PY_LOCAL_RANK", default=rank)
-    _check(rank, nranks, local_rank, "NCCL4PY_RANK/NCCL4PY_NRANKS/NCCL4PY_LOCAL_RANK")
+    _check(rank, nranks, local_rank, ("NCCL4PY_RANK", "NCCL4PY_NRANKS", "NCCL4PY_LOCAL_RANK"),
+           local_below_nranks=False)  # below NCCL4PY_LOCAL_SIZE <= nranks, next
     local_size = _int_var(env, "NCCL4PY_LOCAL_SIZE", default=nranks)
     if not 1 <= local_size <= nranks:
         raise ValueError(f"NCCL4PY_LOCAL_SIZE={local_size} is outside 1..{nranks} "
@@ -185,7 +221,7 @@ def _from_torchrun(env, exchange_id, timeout):
     rank = _int_var(env, "RANK")
     nranks = _int_var(env, "WORLD_SIZE")
     local_rank = _int_var(env, "LOCAL_RANK", default=rank)
-    _check(rank, nranks, local_rank, "RANK/WORLD_SIZE/LOCAL_RANK")
+    _check(rank, nranks, local_rank, ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
     uid = _exchange_torch(env, rank, nranks, timeout) if exchange_id else None
     return RankEnvironment(rank, nranks, local_rank, uid, "torchrun")
 
@@ -222,7 +258,7 @@ def _from_mpi(env, exchange_id, timeout):
         uid, nranks, local_rank = _exchange_mpi(rank, nranks, local_rank, rank_var, "mpirun")
     if local_rank is None:
         local_rank = rank  # the launcher did not say: assume one machine
-    _check(rank, nranks, local_rank, "/".join(filter(None, (rank_var, size_var, local_var))))
+    _check(rank, nranks, local_rank, (rank_var, size_var, local_var))
     return RankEnvironment(rank, nranks, local_rank, uid, "mpi")
 
 
@@ -233,7 +269,7 @@ def _from_slurm(env, exchange_id, timeout):
     size_var = _first_var(env, ("SLURM_NTASKS", "SLURM_NPROCS")) or "SLURM_NTASKS"
     nranks = _int_var(env, size_var, context=" (SLURM_PROCID is set, so srun is assumed)")
     local_rank = _int_var(env, "SLURM_LOCALID", default=rank)
-    _check(rank, nranks, local_rank, f"SLURM_PROCID/{size_var}/SLURM_LOCALID")
+    _check(rank, nranks, local_rank, ("SLURM_PROCID", size_var, "SLURM_LOCALID"))
     uid = None
     if exchange_id:
         uid, _, _ = _exchange_mpi(rank, nranks, local_rank, "SLURM_PROCID", "srun")
@@ -259,7 +295,11 @@ def _exchange_torch(env, rank: int, nranks: int, timeout: float) -> bytes:
             "(torchrun sets both). Set them, or call environment(exchange_id=False) "
             "and share the id yourself."
         )
-    port = _int_var(env, "MASTER_PORT")
+    addr, port = _master(env)
+    agent_store = env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    attempt = _int_var(env, "TORCHELASTIC_RESTART_COUNT", default=0) if agent_store else 0
+    if attempt < 0:
+        raise ValueError(f"TORCHELASTIC_RESTART_COUNT={attempt} is negative")
     try:
         from datetime import timedelta
 
@@ -276,10 +316,9 @@ def _exchange_torch(env, rank: int, nranks: int, timeout: float) -> bytes:
     key = f"nccl4py/unique_id/{next(_exchange_counter)}"
     error = None
     try:
-        if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        if agent_store:
             # torchrun's agent already serves the store: be a client, under
             # the prefix torch's own env:// rendezvous uses.
-            attempt = env.get("TORCHELASTIC_RESTART_COUNT", "0")
             store = PrefixStore(
                 f"/worker/attempt_{attempt}",
                 TCPStore(addr, port, world_size=nranks, is_master=False, timeout=wait),

@@ -7,8 +7,9 @@ import argparse
 import math
 import os
 
-__all__ = ["MAX_SIZES", "MAX_BYTES", "size_count", "writable", "preflight", "parse_min_bw",
-           "memory_problem"]
+__all__ = ["MAX_SIZES", "MAX_BYTES", "MAX_ITERS", "MAX_AGG", "MAX_OPS", "MAX_CHECKS",
+           "MAX_SECONDS", "MAX_INT", "QUEUED_OP_BYTES", "size_count", "writable", "preflight",
+           "parse_min_bw", "memory_problem", "nranks_problem"]
 
 # More sizes than this is a typo (e.g. -i 1 instead of -f 2), not a sweep.
 MAX_SIZES = 4096
@@ -17,6 +18,18 @@ MAX_BYTES = (1 << 63) - 1
 # Buffers of the largest size each rank allocates: the send and the receive
 # buffer (see worker.Bench.run).
 BUFFERS_PER_RANK = 2
+# The ranges of the counts (docs/benchmarks.md): beyond them a run takes days
+# or a typo took every remaining byte (-m 30000000 queued 4 GB a rank).
+MAX_ITERS = 1_000_000     # -n and -w
+MAX_AGG = 10_000          # -m: operations queued in one group
+MAX_OPS = 10_000_000      # operations timed or warming up per size: -n x -m + -w
+MAX_CHECKS = 1000         # -c: each check runs the call again and reads the whole result
+MAX_SECONDS = 31_536_000  # -T and --progress-every: a year, as NCCL4PY_HOST_TIMEOUT
+MAX_INT = 2**31 - 1       # flags nccl-tests reads as a C int (-g, -t, -G, -z, -N, -C)
+# Host memory one operation queued in a group holds until the group ends: about
+# 430 bytes on the host backend (measured); NCCL's and RCCL's tasks are of that
+# order too.  -m operations are queued at a time in every rank.
+QUEUED_OP_BYTES = 512
 
 
 def _bytes_text(n: int) -> str:
@@ -35,15 +48,24 @@ def machine_memory() -> int | None:
         return None
 
 
-def memory_problem(maxbytes: int, nranks: int, memory: int | None) -> str | None:
-    """Why ranks on the host backend cannot hold their buffers of *maxbytes*
-    in *memory* bytes (all ranks share this machine's memory), or None."""
-    need = BUFFERS_PER_RANK * maxbytes * nranks
-    if memory is None or need <= memory:
+def memory_problem(maxbytes: int, nranks: int, memory: int | None, agg: int = 1,
+                   host: bool = True) -> str | None:
+    """Why the ranks cannot hold what they need in *memory* bytes (all ranks
+    share this machine's memory), or None: on the host backend (*host*) their
+    buffers of *maxbytes*, on every backend the *agg* operations each queues
+    in a group."""
+    buffers = BUFFERS_PER_RANK * maxbytes * nranks if host else 0
+    queued = agg * QUEUED_OP_BYTES * nranks
+    if memory is None or buffers + queued <= memory:
         return None
-    return (f"-e {maxbytes}: the {nranks} ranks need {_bytes_text(need)} for their buffers "
-            f"({BUFFERS_PER_RANK} of {_bytes_text(maxbytes)} each), more than this machine's "
-            f"{_bytes_text(memory)} of memory")
+    if buffers >= queued:
+        what = (f"-e {maxbytes}: the {nranks} ranks need {_bytes_text(buffers + queued)} for "
+                f"their buffers ({BUFFERS_PER_RANK} of {_bytes_text(maxbytes)} each)")
+    else:
+        what = (f"-m {agg}: the {nranks} ranks need {_bytes_text(buffers + queued)} for the "
+                f"operations they queue ({agg} of about {QUEUED_OP_BYTES} B each)"
+                + (" and their buffers" if buffers else ""))
+    return f"{what}, more than this machine's {_bytes_text(memory)} of memory"
 
 
 def _host_backend(choice: str) -> bool:
@@ -103,10 +125,28 @@ def parse_min_bw(text: str | None) -> float | None:
     return value
 
 
-def preflight(ns: argparse.Namespace, nranks: int | None, paths: bool = True) -> list[str]:
+def nranks_problem(ns: argparse.Namespace, nranks: int) -> str | None:
+    """Why python -m nccl.run would refuse to start *nranks* ranks here (the
+    host backend's maximum, the process limit, the CPUs), or None."""
+    from nccl._launch.limits import check_nranks
+
+    problem = check_nranks(nranks, host=_host_backend(ns.backend), oversubscribe=False)
+    return None if problem is None else (f"--nranks {nranks}: python -m nccl.run "
+                                         f"refuses it: {problem}")
+
+
+def preflight(ns: argparse.Namespace, nranks: int | None, paths: bool = True,
+              spawn: bool = False) -> list[str]:
     """Every problem of the command line found without starting a rank
-    (*paths*: also check that the output files can be written)."""
+    (*paths*: also check that the output files can be written; *spawn*: the
+    bench starts the *nranks* ranks itself, so they must fit this machine)."""
     problems: list[str] = []
+    estimate = nranks  # the ranks whose memory is estimated
+    if spawn and nranks is not None:
+        problem = nranks_problem(ns, nranks)
+        if problem:
+            problems.append(problem)
+            estimate = None  # they will not start
     if ns.maxbytes < 1:
         problems.append(f"-e {ns.maxbytes}: the largest size must be at least 1 byte")
     if ns.minbytes > ns.maxbytes:
@@ -119,10 +159,15 @@ def preflight(ns: argparse.Namespace, nranks: int | None, paths: bool = True) ->
             step = f"-f {ns.stepfactor}" if ns.stepfactor > 1 else f"-i {ns.stepbytes}"
             problems.append(f"-b {ns.minbytes} -e {ns.maxbytes} {step} gives {n} sizes (at "
                             f"most {MAX_SIZES}); use a larger -i or a factor such as -f 2")
-        elif nranks is not None and _host_backend(ns.backend):
-            problem = memory_problem(ns.maxbytes, nranks, machine_memory())
+        elif estimate is not None:
+            problem = memory_problem(ns.maxbytes, estimate, machine_memory(), ns.agg_iters,
+                                     host=_host_backend(ns.backend))
             if problem:
                 problems.append(problem)
+    ops = ns.iters * ns.agg_iters + ns.warmup_iters
+    if ops > MAX_OPS:
+        problems.append(f"-n {ns.iters} -m {ns.agg_iters} -w {ns.warmup_iters}: {ops} "
+                        f"operations per size (-n x -m + -w; at most {MAX_OPS})")
     if ns.root != "all":
         try:
             root = int(ns.root)

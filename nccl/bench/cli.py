@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable
 
 from nccl._cli import add_version
 from nccl._launch.argtypes import number
@@ -46,9 +46,11 @@ Each rank drives one GPU: -g and -t accept only 1 (nccl-tests' -g 8 is
 
 arrays: NumPy on the host backend; torch (or CuPy) on GPUs.
 
-before any rank starts, the sizes, the root, NCCL_TESTS_MIN_BW and the -J and
---plot paths are checked.  A progress line with the time left goes to
-stderr (redrawn on a terminal, else every --progress-every seconds).  The
+before any rank starts, every number against its range (docs/benchmarks.md),
+the sizes, the memory the ranks need, the number of ranks, the root,
+NCCL_TESTS_MIN_BW and the -J and --plot paths are checked.  A progress line
+with the time left goes to stderr (redrawn on a terminal, else every
+--progress-every seconds).  The
 run ends with a summary of every collective.  -J writes the results as JSON
 (units, hostname, timestamp, command line, average busbw per collective);
 --plot-from redraws a saved file:
@@ -85,18 +87,15 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
-_nonneg = number(int, "an integer", lambda v: v >= 0, "must not be negative")
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An integer flag from *lo* to *hi* (the error names the range)."""
+    return number(int, "an integer", lambda v: lo <= v <= hi, f"must be from {lo} to {hi}")
 
 
-def _positive(text: str) -> int:
-    v = _nonneg(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return v
-
-
-_seconds = number(float, "a number of seconds", lambda v: 0 <= v < float("inf"),
-                  "must be 0 or more seconds")
+_positive = _int_in(1, checks.MAX_INT)
+_ignored = _int_in(0, checks.MAX_INT)  # nccl-tests reads them as C ints
+_seconds = number(float, "a number of seconds", lambda v: 0 <= v <= checks.MAX_SECONDS,
+                  f"must be from 0 to {checks.MAX_SECONDS} seconds")
 
 
 # nccl-tests options that have no meaning here: accepted, ignored, and said so.
@@ -117,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="collectives to run (default: all_reduce); with --plot-from, the "
                    "PNG file to write")
     p.add_argument("--nranks", "--np", type=_positive, metavar="N",
-                   help="start N ranks on this machine (default: visible GPUs, else 4); "
-                   "-n is the iterations, as in nccl-tests")
+                   help="start N ranks on this machine (default: visible GPUs, else 4; at "
+                   "most what python -m nccl.run -n allows here); -n is the iterations, as "
+                   "in nccl-tests")
     p.add_argument("--backend", choices=("auto", "host", "nccl", "rccl"), default="auto",
                    help="library for the ranks, as python -m nccl.run --backend")
     p.add_argument("--array", choices=("auto", "numpy", "torch", "cupy"), default="auto",
@@ -126,21 +126,30 @@ def build_parser() -> argparse.ArgumentParser:
                    "backend, torch or CuPy on GPUs)")
     g = p.add_argument_group("nccl-tests options")
     g.add_argument("-b", "--minbytes", type=parse_size, default=32 << 20, metavar="SIZE",
-                   help="first size (K/M/G suffixes; default 32M)")
+                   help="first size (K/M/G/T suffixes; 0 to 2^63-1 bytes; default 32M)")
     g.add_argument("-e", "--maxbytes", type=parse_size, default=32 << 20, metavar="SIZE",
-                   help="last size (default 32M)")
+                   help="last size (1 to 2^63-1 bytes, at most 4096 sizes, and on the "
+                   "host backend 2 buffers of it per rank within this machine's memory; "
+                   "default 32M)")
     g.add_argument("-i", "--stepbytes", type=parse_size, default=1 << 20, metavar="SIZE",
-                   help="fixed increment between sizes (default 1M)")
-    g.add_argument("-f", "--stepfactor", type=_nonneg, default=0, metavar="F",
-                   help="multiplicative factor between sizes (replaces -i)")
-    g.add_argument("-n", "--iters", type=_nonneg, default=20, metavar="N",
-                   help="timed iterations per size (default 20)")
-    g.add_argument("-w", "--warmup_iters", type=_nonneg, default=1, metavar="N",
-                   help="warm-up iterations (default 1)")
-    g.add_argument("-m", "--agg_iters", type=_positive, default=1, metavar="N",
-                   help="operations aggregated in one group per iteration (default 1)")
-    g.add_argument("-c", "--check", type=_nonneg, default=1, metavar="N",
-                   help="check the results N times per size (0: no check, #wrong N/A)")
+                   help="fixed increment between sizes (0 to 2^63-1 bytes; default 1M)")
+    g.add_argument("-f", "--stepfactor", type=_int_in(0, checks.MAX_BYTES), default=0,
+                   metavar="F", help="multiplicative factor between sizes, 0 to 2^63-1 "
+                   "(2 or more replaces -i; 0 and 1: none)")
+    g.add_argument("-n", "--iters", type=_int_in(0, checks.MAX_ITERS), default=20,
+                   metavar="N", help=f"timed iterations per size, 0 to {checks.MAX_ITERS}, "
+                   f"with -n x -m + -w at most {checks.MAX_OPS} (default 20)")
+    g.add_argument("-w", "--warmup_iters", type=_int_in(0, checks.MAX_ITERS), default=1,
+                   metavar="N", help=f"warm-up iterations, 0 to {checks.MAX_ITERS} "
+                   "(default 1)")
+    g.add_argument("-m", "--agg_iters", type=_int_in(1, checks.MAX_AGG), default=1,
+                   metavar="N", help=f"operations aggregated in one group per iteration, 1 "
+                   f"to {checks.MAX_AGG}, and all the ranks' queued operations "
+                   f"({checks.QUEUED_OP_BYTES} bytes each) within this machine's memory "
+                   "(default 1)")
+    g.add_argument("-c", "--check", type=_int_in(0, checks.MAX_CHECKS), default=1,
+                   metavar="N", help=f"check the results N times per size, 0 to "
+                   f"{checks.MAX_CHECKS} (0: no check, #wrong N/A)")
     g.add_argument("-o", "--op", default="sum", metavar="OP",
                    help="sum, prod, max, min, avg, mulsum or all (comma lists allowed)")
     g.add_argument("-d", "--datatype", default="float", metavar="TYPE",
@@ -151,15 +160,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time reported: 0 rank 0's, 1 average, 2 min, 3 max across ranks")
     g.add_argument("-J", "--output_file", metavar="FILE",
                    help="also write the results as JSON")
-    g.add_argument("-T", "--timeout", type=_positive, metavar="SECONDS",
-                   help="stop every rank after SECONDS (exit status 124)")
+    g.add_argument("-T", "--timeout", type=_int_in(1, checks.MAX_SECONDS), metavar="SECONDS",
+                   help=f"stop every rank after SECONDS, 1 to {checks.MAX_SECONDS} (exit "
+                   "status 124)")
     g.add_argument("-g", "--ngpus", type=_positive, default=1, metavar="1",
                    help="GPUs per rank: only 1 (use --nranks N for N ranks)")
     g.add_argument("-t", "--nthreads", type=_positive, default=1, metavar="1",
                    help="threads per process: only 1 (use --nranks N for N ranks)")
     na = p.add_argument_group("nccl-tests options accepted and ignored (not applicable here)")
     for dest, (flag, why) in NOT_APPLICABLE.items():
-        na.add_argument(flag, f"--{dest}", type=int, metavar="N", help=why)
+        na.add_argument(flag, f"--{dest}", type=_ignored, metavar="N",
+                        help=f"{why} (0 to {checks.MAX_INT})")
     p.add_argument("--plot", metavar="PNG",
                    help="draw bandwidth against size (log-log) into PNG: algbw and busbw "
                    "for one collective, one panel per collective for several (needs "
@@ -167,8 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot-from", metavar="JSON",
                    help="draw a saved -J file instead of running: --plot-from out.json bw.png")
     p.add_argument("--progress-every", type=_seconds, default=10.0, metavar="SECONDS",
-                   help="when stderr is not a terminal, a progress line every SECONDS "
-                   "(default 10; 0: none)")
+                   help="when stderr is not a terminal, a progress line every SECONDS, "
+                   f"0 to {checks.MAX_SECONDS} (default 10; 0: none)")
     add_version(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--command-line", help=argparse.SUPPRESS)
@@ -353,7 +364,7 @@ def _main(argv: list[str] | None) -> int:
         nranks = ns.nranks or visible_gpus()[0] or 4
     lead = not ns.worker and (launched is None or launched.rank == 0)
     if not ns.worker:
-        problems += checks.preflight(ns, nranks, paths=lead)
+        problems += checks.preflight(ns, nranks, paths=lead, spawn=launched is None)
     if ns.plot and not ns.worker and not problems:
         from .plot import MissingMatplotlib, require_matplotlib
 

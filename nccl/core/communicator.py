@@ -78,6 +78,13 @@ def _trace_hash(*parts: Any) -> str:
     return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
 
 
+def _device_id(device: Any) -> int:
+    """A device id of init_all's list: an integer (``operator.index``), not a bool."""
+    if isinstance(device, bool):
+        raise TypeError(f"init_all: a device id must be an integer, got {device!r}")
+    return operator.index(device)
+
+
 def _register_exit_dump() -> None:
     """With NCCL4PY_TRACE_DIR set, every rank leaves its records at exit."""
     global _dump_at_exit
@@ -160,7 +167,11 @@ class Communicator(_nccl._CommunicatorBase):
 
         ``devices``: a count n (devices 0..n-1), a sequence of device ids, or
         None: every visible GPU, and on the host backend
-        ``NCCL4PY_HOST_DEVICES`` (default 2; docs/environment.md)."""
+        ``NCCL4PY_HOST_DEVICES`` (default 2; docs/environment.md).
+
+        Refused before the library is called, as NCCL itself refuses them: a
+        negative count, a negative or repeated device id (``NcclInvalid``), an
+        id that is not an integer (``TypeError``; ``True`` and ``False`` too)."""
         if devices is None:
             if _nccl.library_family() == "host":
                 devices = range(host_device_count())
@@ -169,11 +180,24 @@ class Communicator(_nccl._CommunicatorBase):
 
                 devices = range(_runtime.device_count())
         elif isinstance(devices, int) and not isinstance(devices, bool):
+            if devices < 0:
+                raise NcclInvalid(f"init_all: the number of devices must not be negative, "
+                                  f"got {devices}")
             devices = range(devices)
         elif not isinstance(devices, (list, tuple, range)):
             raise TypeError("devices must be an integer, sequence of integers, or None, "
                             f"got {type(devices).__name__}")
-        devlist = [operator.index(d) for d in devices]
+        devlist = [_device_id(d) for d in devices]
+        if any(d < 0 for d in devlist):
+            raise NcclInvalid(f"init_all: device ids must not be negative, got {devlist}")
+        seen: set[int] = set()
+        repeats: set[int] = set()
+        for d in devlist:
+            (repeats if d in seen else seen).add(d)
+        repeated = sorted(repeats)
+        if repeated:
+            raise NcclInvalid(f"init_all: a device may appear once only; repeated: "
+                              f"{', '.join(map(str, repeated))} (in {devlist})")
         if not devlist:
             return []
         return [cls._owning(int(p)) for p in _b.comm_init_all(len(devlist), devlist)]
