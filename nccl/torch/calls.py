@@ -39,7 +39,10 @@ def set_call_tag(comm: nc.Communicator, tag: bytes | None) -> None:
     """Tag the collectives ``comm`` submits from now on (None: untagged)."""
     global _set_call_tag
     if _set_call_tag is None:
-        fn = ctypes.CDLL(nc.get_lib_path()).nccl4pyHostSetCallTag
+        path = nc.get_lib_path()
+        if path is None:
+            raise NcclInvalid("call tags need the host backend, and no library is loaded")
+        fn = ctypes.CDLL(str(path)).nccl4pyHostSetCallTag
         fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_char_p], ctypes.c_int
         _set_call_tag = fn
     rc = _set_call_tag(comm.ptr, tag)

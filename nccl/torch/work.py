@@ -143,8 +143,9 @@ class AsyncWork(Work):
 
     def wait(self, timeout=None) -> bool:
         seconds = wait_seconds(timeout)
-        if not self._event.wait(seconds):
+        if seconds is not None and not self._event.wait(seconds):
             raise timed_out(seconds, "an async_op collective of the group")
+        self._event.wait()
         if self._error is not None:
             raise self._error
         return True
