@@ -102,6 +102,8 @@ typedef struct {
     uint64_t starttime; /* from /proc/<pid>/stat, guards against pid reuse */
     uint64_t probe_addr; /* a word of the rank's memory peers read once (cma.c) */
     n4p_desc desc[N4P_DEPTH]; /* indexed by round % N4P_DEPTH */
+    _Atomic uint64_t deciding; /* epoch + 1 while the rank waits to learn whose memory a
+                                  failed single-copy transfer hit (cma.c), else 0 */
     uint64_t fail_epoch; /* the first round of the call that failed: filled, like
                             errcode and errmsg, before the segment is poisoned */
     int32_t errcode;    /* filled before the segment is poisoned */
