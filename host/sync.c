@@ -17,9 +17,11 @@
  * zombie or a different process now owns the pid) turns into ncclRemoteError,
  * a peer that destroyed or aborted its communicator into ncclRemoteError,
  * and a wait longer than NCCL4PY_HOST_TIMEOUT seconds into ncclTimeout.
- * The first rank that fails "poisons" the segment with its code and message;
- * every other rank's next wait then fails at once with the same code and a
- * message naming the reporting rank.  So a dead or missing rank becomes an
+ * The first rank that fails "poisons" the segment with its code and message
+ * (also one whose communicator is aborted while it waits); every other
+ * rank's next wait then fails at once with the same code and a message
+ * naming the reporting rank, and so does a collective that completed on a
+ * peer in the same call (n4p_check_call_outcome).  So a dead or missing rank becomes an
  * error everywhere instead of a hang.
  *
  * Interrupts.  The library runs inside Python with the GIL released, so it
