@@ -5,7 +5,8 @@
 
 With more than one rank, the last rank "forgets" the fifth all-reduce.  The
 others would wait for ever; with a watchdog timeout of 3 s they raise
-NcclTimeoutError instead, and every rank leaves its record in
+NcclTimeoutError instead (or, on the host backend, NCCLError naming the rank
+whose watchdog aborted the call first), and every rank leaves its record in
 NCCL4PY_TRACE_DIR (see docs/debugging-hangs.md).
 """
 import time
@@ -24,9 +25,12 @@ for step in range(5):
         break
     try:
         comm.allreduce(x, x, nccl.SUM)
-    except nccl.NcclTimeoutError as e:
+    except nccl.NcclTimeoutError as e:  # this rank's watchdog aborted the call
         print(f"rank {rank}: {type(e).__name__}: {e.operation} #{e.seq} after "
               f"{e.waited:.1f} s", flush=True)
+        break
+    except nccl.NCCLError as e:  # another rank's watchdog aborted it first
+        print(f"rank {rank}: {type(e).__name__}: allreduce #{step + 1}: {e}", flush=True)
         break
 else:
     print(f"rank {rank}: all five all-reduces done", flush=True)

@@ -119,39 +119,61 @@ static ncclResult_t alloc_bounce(ncclComm_t c)
                              : n4p_fail(c, ncclSystemError, "%s: out of memory", c->cur_op);
 }
 
-/* How long a rank that could not read or write a peer's buffer waits for
- * that peer to report why (seconds), at most NCCL4PY_HOST_TIMEOUT. */
-#define PEER_REPORT_WAIT 0.25
+typedef struct {
+    ncclComm_t c;
+    int peer;
+} report_ctx;
 
-static bool deadline_passed(void *ctx)
+/* Whether the peer has reported a failure (any rank's poison), or arrived at
+ * the round after this transfer's, which it does only once its own
+ * transfers of this round are done (so it found nothing wrong with its
+ * memory), or is itself waiting here in this round (its own memory is fine
+ * too: a transfer of its failed on a third rank's buffer, or on this one's;
+ * so two ranks never wait for each other). */
+static bool peer_decided(void *p)
 {
-    return n4p_now() >= *(const double *)ctx;
+    const report_ctx *r = p;
+    const n4p_rank_ctl *q = &r->c->seg.ranks[r->peer];
+    return atomic_load_explicit(&r->c->seg.hdr->poison, memory_order_acquire) != 0 ||
+           atomic_load_explicit(&q->seq, memory_order_acquire) > r->c->epoch ||
+           atomic_load(&q->deciding) == r->c->epoch + 1;
+}
+
+static bool peer_undecided(void *p, int rank)
+{
+    const report_ctx *r = p;
+    return rank == r->peer && !peer_decided(p);
 }
 
 /* A transfer between this rank's `local` and a peer failed with `e`.  EFAULT
  * does not say whose memory faulted: if this rank's own range cannot be
  * faulted in (a file mapping on a full /dev/shm, say), the error is this
- * rank's, else the peer's buffer is bad.  A peer whose buffer is a file
- * mapping that cannot be faulted in usually fails on it too, at about the
- * same moment; its own report (which says which memory and why) is the
- * better one, so this rank waits a moment for it before blaming the
- * peer's buffer with the bare errno. */
+ * rank's.  Otherwise the peer's buffer is bad, or the peer is failing (or has
+ * failed and left, taking its buffer along) on its own, in which case its
+ * own report, which says which memory and why, is the one to give.  Which of
+ * the two is decided by the peer, not by a clock: this rank waits until the
+ * peer has reported (the poison) or has arrived at the next round, having
+ * finished its own transfers without failing (every rank arrives there
+ * without waiting for this one), or is waiting here itself.  A peer that
+ * dies meanwhile is a dead peer; the wait ends by NCCL4PY_HOST_TIMEOUT at
+ * the latest. */
 static ncclResult_t access_failed(ncclComm_t c, bool write, int peer, int e, const void *local,
                                   size_t n)
 {
     const int mine = e == EFAULT ? n4p_space_probe(local, n, !write) : 0;
     ncclResult_t rc;
     if (mine == 0) {
-        /* n4p_wait fails as soon as another rank poisons the segment, with
-         * that rank's report (or when this one is aborted or interrupted);
-         * it ends by NCCL4PY_HOST_TIMEOUT, so that is never what fails it */
-        double wait = PEER_REPORT_WAIT;
-        if (c->env.timeout > 0 && c->env.timeout < wait)
-            wait = c->env.timeout;
-        double until = n4p_now() + wait;
-        const n4p_waitfor w = {deadline_passed, NULL, &until, N4P_NO_PEER_CHECK,
+        report_ctx r = {c, peer};
+        const n4p_waitfor w = {peer_decided, peer_undecided, &r, peer,
                                "a peer's report of its own failure"};
-        if ((rc = n4p_wait(c, &w)) != ncclSuccess)
+        _Atomic uint64_t *deciding = &c->seg.ranks[c->rank].deciding;
+        atomic_store(deciding, c->epoch + 1); /* before reading the peer's: see peer_decided */
+        n4p_notify(c);
+        rc = n4p_wait(c, &w);
+        atomic_store(deciding, 0);
+        if (rc != ncclSuccess)
+            return rc;
+        if ((rc = n4p_check_poison(c)) != ncclSuccess) /* the peer's (or another's) report */
             return rc;
     }
     if (mine != 0)

@@ -46,7 +46,7 @@
 
 /* ------------------------------------------------------ shared segment -- */
 
-#define N4P_SEG_MAGIC 0x6e34706873656735ull /* "n4phseg5" */
+#define N4P_SEG_MAGIC 0x6e34706873656736ull /* "n4phseg6" */
 #define N4P_SHM_DIR "/dev/shm"
 #define N4P_SHM_PREFIX "nccl4py-"
 #define N4P_MAX_RANKS 1024
@@ -111,6 +111,10 @@ typedef struct {
     uint64_t starttime; /* from /proc/<pid>/stat, guards against pid reuse */
     uint64_t probe_addr; /* a word of the rank's memory peers read once (cma.c) */
     n4p_desc desc[N4P_DEPTH]; /* indexed by round % N4P_DEPTH */
+    _Atomic uint64_t deciding; /* epoch + 1 while the rank waits to learn whose memory a
+                                  failed single-copy transfer hit (cma.c), else 0 */
+    uint64_t fail_epoch; /* the first round of the call that failed: filled, like
+                            errcode and errmsg, before the segment is poisoned */
     int32_t errcode;    /* filled before the segment is poisoned */
     char errmsg[N4P_ERRLEN];
 } n4p_rank_ctl;
@@ -235,6 +239,7 @@ struct ncclComm {
      * the struct carries no padding beyond its tail. */
     uint64_t magic;
     uint64_t epoch;    /* rounds this rank has arrived at (its seq) */
+    uint64_t call_epoch; /* epoch when the running (or the last) call began */
     uint64_t seen_all; /* every rank's seq was at least this */
     uint64_t opseq;    /* operations run, for messages */
     uint64_t nsplit;

@@ -305,6 +305,7 @@ ncclResult_t n4p_exec_p2p(ncclComm_t comm, n4p_op *ops, int nops)
         free(lastp);
     comm->cur_op = nops == 1 ? n4p_kind_name(ops[0].kind) : "grouped ncclSend/ncclRecv";
     comm->opseq++;
+    comm->call_epoch = comm->epoch;
     ncclResult_t failed = n4p_check_poison(comm); /* a rank failed earlier */
     if (failed != ncclSuccess)
         return failed;

@@ -30,7 +30,8 @@
  * compares the descriptions of the ranks it waits for with its own, so
  * mismatched calls fail with ncclInvalidUsage instead of corrupting data.
  * A rank that waits for nobody learns of a mismatch through the poison that
- * the others leave, at its next call.  Where every rank waits for nobody
+ * the others leave, at the end of the call when it is there by then
+ * (n4p_check_call_outcome), else at its next call.  Where every rank waits for nobody
  * (each rank the root of its own broadcast, a broadcast's root against a
  * reduce's sender), nobody compares that round; so each description also
  * carries a hash chained over all the descriptions of the communicator so

@@ -87,6 +87,8 @@ static ncclResult_t run_collective(ncclComm_t c, const n4p_op *o, const n4p_kind
         rc = k->staged != NULL
                  ? k->staged(c, o, &rs)
                  : n4p_fail(c, ncclInternalError, "unknown operation kind %d", o->kind);
+    if (rc == ncclSuccess)
+        rc = n4p_check_call_outcome(c); /* a peer failed this call */
     if (rc == ncclSuccess) {
         n4p_tune_record(c);
         c->cur_op = NULL;
@@ -98,5 +100,6 @@ ncclResult_t n4p_run_op(n4p_op *o)
 {
     const n4p_kind *k = n4p_kind_of(o->kind);
     o->comm->cur_op = k->name;
+    o->comm->call_epoch = o->comm->epoch;
     return k->exec != NULL ? k->exec(o) : run_collective(o->comm, o, k);
 }

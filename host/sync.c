@@ -17,9 +17,11 @@
  * zombie or a different process now owns the pid) turns into ncclRemoteError,
  * a peer that destroyed or aborted its communicator into ncclRemoteError,
  * and a wait longer than NCCL4PY_HOST_TIMEOUT seconds into ncclTimeout.
- * The first rank that fails "poisons" the segment with its code and message;
- * every other rank's next wait then fails at once with the same code and a
- * message naming the reporting rank.  So a dead or missing rank becomes an
+ * The first rank that fails "poisons" the segment with its code and message
+ * (also one whose communicator is aborted while it waits); every other
+ * rank's next wait then fails at once with the same code and a message
+ * naming the reporting rank, and so does a collective that completed on a
+ * peer in the same call (n4p_check_call_outcome).  So a dead or missing rank becomes an
  * error everywhere instead of a hang.
  *
  * Interrupts.  The library runs inside Python with the GIL released, so it
@@ -194,6 +196,7 @@ void n4p_poison(ncclComm_t comm, ncclResult_t rc)
     if (comm->seg.hdr == NULL || comm->nranks == 1)
         return;
     n4p_rank_ctl *me = &comm->seg.ranks[comm->rank];
+    me->fail_epoch = comm->call_epoch;
     me->errcode = (int32_t)rc;
     snprintf(me->errmsg, sizeof me->errmsg, "%s", comm->errmsg);
     int expected = 0;
@@ -235,6 +238,25 @@ ncclResult_t n4p_check_poison(ncclComm_t comm)
     n4p_set_error(comm, "%s failed because rank %d reported an error: %.300s", op, who,
                   r->errmsg);
     return n4p_comm_failed(comm, remote_code(r->errcode));
+}
+
+/* At the end of a collective that succeeded on this rank: a peer that failed
+ * this same call (its failure's call began at a round this call took part
+ * in) fails it here too, so that no call fails on one rank and succeeds on
+ * another.  A peer that arrived at this call's last round and was then
+ * aborted, interrupted or timed out while waiting poisons the segment before
+ * it returns; a rank that arrives after that fails at the call's start
+ * (n4p_check_poison), one that was already inside it here.  A peer that
+ * failed a later call (it ran ahead) does not fail this one. */
+ncclResult_t n4p_check_call_outcome(ncclComm_t comm)
+{
+    int p = atomic_load_explicit(&comm->seg.hdr->poison, memory_order_acquire);
+    if (p == 0)
+        return ncclSuccess;
+    if (p > 0 && p - 1 != comm->rank && p - 1 < comm->nranks &&
+        comm->seg.ranks[p - 1].fail_epoch >= comm->epoch)
+        return ncclSuccess;
+    return n4p_check_poison(comm);
 }
 
 static ncclResult_t check_one(ncclComm_t comm, int p, const char *what)
@@ -390,8 +412,12 @@ ncclResult_t n4p_wait(ncclComm_t comm, const n4p_waitfor *w)
             return ncclSuccess;
         }
         if (atomic_load_explicit(&comm->aborted, memory_order_relaxed)) {
+            /* what this rank published of the call (its arrival, its data)
+             * must not let a peer complete it: the poison fails them */
             n4p_set_error(comm, "the communicator was aborted while %s waited", op);
-            return n4p_comm_failed(comm, ncclInvalidUsage);
+            n4p_comm_failed(comm, ncclInvalidUsage);
+            n4p_poison(comm, ncclRemoteError);
+            return ncclInvalidUsage;
         }
         if (atomic_load_explicit(&h->poison, memory_order_relaxed) != 0) {
             if (w->done(w->ctx))

@@ -75,6 +75,7 @@ ncclResult_t n4p_wait_arrived(ncclComm_t comm, int peer, uint64_t target, const 
 ncclResult_t n4p_wait_joined(ncclComm_t comm); /* every rank has attached */
 void n4p_poison(ncclComm_t comm, ncclResult_t rc);
 ncclResult_t n4p_check_poison(ncclComm_t comm);
+ncclResult_t n4p_check_call_outcome(ncclComm_t comm);
 ncclResult_t n4p_check_peer(ncclComm_t comm, int peer, const char *what);
 bool n4p_interrupted(void);
 /* Group execution: the threads running one group share a cancel flag. */

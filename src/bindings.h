@@ -431,11 +431,13 @@ int n4p_arg_uid_opt(PyObject *o, const char *name, ncclUniqueId *store, const nc
 int n4p_init_errors(PyObject *mod, n4p_state *st);
 /* Raise NCCLError(status); always returns NULL. */
 PyObject *n4p_raise_status(PyObject *mod, ncclResult_t status);
-/* None for Success/InProgress, else NCCLError. */
+/* None for Success/InProgress, else NCCLError; NULL with the exception a
+ * signal handler raised during the call (or as it ended), even when the
+ * library succeeded: a result is never returned with an exception set. */
 static inline PyObject *
 n4p_status_none(PyObject *mod, ncclResult_t r)
 {
-    if (r == ncclSuccess || r == ncclInProgress)
+    if ((r == ncclSuccess || r == ncclInProgress) && !PyErr_Occurred())
         Py_RETURN_NONE;
     return n4p_raise_status(mod, r);
 }

@@ -41,13 +41,32 @@ typedef struct {
 
 static _Thread_local keep_list keep;
 
+/* What group_ended runs after the library returned (deferred callbacks,
+ * hooks) may run Python code, and a signal that arrives meanwhile is handled
+ * there, by Python, at once: the exception its handler raises (no
+ * Exception: KeyboardInterrupt, SystemExit) is kept here and raised by the
+ * group end, never written off as unraisable; the first one counts. */
+static _Thread_local PyObject *interrupt_type, *interrupt_value, *interrupt_tb;
+
+/* After a callback or hook that may have left an exception set. */
+static void
+after_python(PyObject *what)
+{
+    if (!PyErr_Occurred())
+        return;
+    if (interrupt_type == NULL && !PyErr_ExceptionMatches(PyExc_Exception))
+        PyErr_Fetch(&interrupt_type, &interrupt_value, &interrupt_tb);
+    else
+        PyErr_WriteUnraisable(what);
+}
+
 /* Callbacks deferred to the outermost group end: the entry is called. */
 static void
 call_deferred(PyObject *fn)
 {
     PyObject *r = PyObject_CallNoArgs(fn);
     if (r == NULL)
-        PyErr_WriteUnraisable(fn);
+        after_python(fn);
     Py_XDECREF(r);
 }
 
@@ -113,14 +132,24 @@ group_ended(void)
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < k.nobjs; i++) {
             const n4p_keep_hooks *h = k.objs[i].hooks;
-            if (h != NULL && h->group_ended != NULL && (h == &deferred_call) == (pass == 1))
+            if (h != NULL && h->group_ended != NULL && (h == &deferred_call) == (pass == 1)) {
                 h->group_ended(k.objs[i].obj);
+                after_python(k.objs[i].obj);
+            }
         }
     }
     for (size_t i = 0; i < k.nobjs; i++)
         Py_DECREF(k.objs[i].obj);
     PyMem_Free(k.bufs);
     PyMem_Free(k.objs);
+    if (et == NULL) { /* the call raised nothing itself: an interrupt meanwhile is raised */
+        et = interrupt_type, ev = interrupt_value, tb = interrupt_tb;
+    } else { /* the call's own exception (a handler's, during its wait) counts */
+        Py_XDECREF(interrupt_type);
+        Py_XDECREF(interrupt_value);
+        Py_XDECREF(interrupt_tb);
+    }
+    interrupt_type = interrupt_value = interrupt_tb = NULL;
     PyErr_Restore(et, ev, tb);
 }
 
@@ -196,7 +225,7 @@ n4p_w_group_simulate_end(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
     }
     ncclResult_t r;
     END_GROUP(fn((ncclSimInfo_t *)p));
-    if (n4p_status_failed(r)) {
+    if (n4p_status_failed(r) || PyErr_Occurred()) { /* or interrupted as it ended */
         Py_XDECREF(obj);
         return n4p_raise_status(mod, r);
     }

@@ -166,3 +166,52 @@ def test_sigint_interrupts_a_group_of_several_communicators(tmp_path):
     finally:
         for r in ranks:
             r.kill()
+
+
+LATE_WORKER = r"""
+import json, os, signal, sys
+import numpy as np
+import nccl._nccl as _n
+import nccl.core as nc
+
+def say(**kw):
+    print(json.dumps(kw), flush=True)
+
+comm = nc.Communicator.init(1, 0, nc.UniqueId.from_bytes(bytes.fromhex(sys.argv[1])))
+x = np.ones(16, np.float32)
+ran = []
+
+def at_group_end():
+    # runs after the library's group end returned, before group_end() does:
+    # a signal that arrives now is handled here, by Python, at once
+    ran.append(1)
+    os.kill(os.getpid(), signal.SIGINT)
+    ran.append(2)
+
+try:
+    with nc.group():
+        comm.send(x, 0)
+        comm.recv(x, 0)
+        assert _n._group_defer(at_group_end)
+    say(event="returned", ran=len(ran))
+    for _ in range(1000):                 # a signal still pending would be raised here
+        pass
+    say(event="not interrupted")
+except KeyboardInterrupt:
+    say(event="interrupted", ran=len(ran))
+comm.destroy()
+"""
+
+
+def test_sigint_arriving_as_the_group_ends_is_not_lost():
+    """A SIGINT handled between the library's return and the group end's (while
+    the group end runs what it deferred) raises KeyboardInterrupt from the
+    group end, instead of being written off as an unraisable exception."""
+    (uid,) = new_ids(1)
+    r = Rank(LATE_WORKER, uid, env=host_env(NCCL4PY_HOST_TIMEOUT="300"))
+    try:
+        ev = r.event(120)
+        assert ev == {"event": "interrupted", "ran": 1}, (ev, r.stderr())
+        assert r.wait() == 0, r.stderr()
+    finally:
+        r.kill()
