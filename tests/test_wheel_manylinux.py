@@ -6,6 +6,7 @@ compiler can be found, and `python -m nccl` and README's main command (the
 bench's all-reduce sweep on 4 ranks, every result checked) run from it."""
 from __future__ import annotations
 
+import os
 import platform
 import re
 import shlex
@@ -41,18 +42,26 @@ def readme_main_command() -> list[str]:
     return shlex.split(command)
 
 
-@pytest.mark.heavy("tools/build_manylinux_wheel.sh: a manylinux_2_28 wheel built with zig cc, "
-                   "installed and run in a venv without a C compiler")
-def test_manylinux_wheel_runs_without_a_compiler(tmp_path):
-    timings = {}
+@pytest.fixture(scope="module")
+def manylinux_wheel(tmp_path_factory):
+    """(repaired wheel, the script's output, seconds it took)."""
     t = time.monotonic()
-    out = tmp_path / "dist"
+    out = tmp_path_factory.mktemp("manylinux")
     p = run(["bash", str(ROOT / "tools" / "build_manylinux_wheel.sh"), str(out)],
             timeout=1500, env=clean_env(PYTHON=sys.executable))
-    timings["build and repair"] = time.monotonic() - t
-    log = p.stdout + p.stderr
-    arch = platform.machine()
     (wheel,) = out.glob("*.whl")
+    return wheel, p.stdout + p.stderr, time.monotonic() - t
+
+
+HEAVY = pytest.mark.heavy("tools/build_manylinux_wheel.sh: a manylinux_2_28 wheel built with "
+                          "zig cc and repaired by auditwheel")
+
+
+@HEAVY
+def test_manylinux_wheel_runs_without_a_compiler(manylinux_wheel, tmp_path):
+    wheel, log, seconds = manylinux_wheel
+    timings = {"build and repair": seconds}
+    arch = platform.machine()
     assert f"manylinux_2_28_{arch}" in wheel.name, wheel.name
     assert "(compiler warnings above)" not in log, log[-6000:]
     # auditwheel show: the most compatible tag it finds is glibc 2.28 or older
@@ -98,4 +107,37 @@ def test_manylinux_wheel_runs_without_a_compiler(tmp_path):
     assert all(r[8] == "0" and r[12] == "0" for r in rows), p.stdout
     assert "# Out of bounds values : 0 OK" in p.stdout, p.stdout
     assert "# Result: OK: 0 wrong or out-of-bounds values" in p.stdout, p.stdout
+    print("".join(ln + "\n" for ln in log.splitlines() if ln.startswith("== [")), end="")
     print("timings: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
+
+
+@HEAVY
+def test_release_test_command_on_the_wheel(manylinux_wheel, tmp_path):
+    """What cibuildwheel does after each wheel, as [tool.cibuildwheel] says:
+    a fresh venv with the wheel and test-requires, the test-sources copied
+    to an empty directory, the test-command run there."""
+    import tomllib  # 3.11: the heavy tier runs on it
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        o = tomllib.load(f)["tool"]["cibuildwheel"]
+    wheel, _, _ = manylinux_wheel
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], timeout=300)
+    env = clean_env(PATH=f"{venv / 'bin'}:{os.environ['PATH']}", PYTHONPATH=None,
+                    VIRTUAL_ENV=str(venv), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel),
+         *o["test-requires"]], timeout=600, env=env)
+    cwd = tmp_path / "test_cwd"
+    cwd.mkdir()
+    for src in o["test-sources"]:
+        copy = shutil.copytree if (ROOT / src).is_dir() else shutil.copy2
+        copy(ROOT / src, cwd / src, **({"ignore": shutil.ignore_patterns("__pycache__")}
+                                       if (ROOT / src).is_dir() else {}))
+    t = time.monotonic()
+    p = run(["sh", "-c", o["test-command"]], timeout=1200, env=env, cwd=cwd)
+    assert re.search(r"\b\d+ passed\b", p.stdout) and " failed" not in p.stdout, p.stdout[-3000:]
+    # the tests ran on the installed wheel, not on a source tree
+    where = run([str(venv / "bin" / "python"), "-c", "import nccl; print(nccl.__file__)"],
+                timeout=120, env=env, cwd=cwd).stdout
+    assert where.startswith(str(venv)), where
+    print(f"timings: the release test command {time.monotonic() - t:.0f} s")
