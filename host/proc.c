@@ -24,7 +24,14 @@
 uint64_t n4p_proc_starttime(pid_t pid, char *state)
 {
     char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    /* A process reads its own through its main thread's entry: a user-mode
+     * emulator (qemu-user, which runs other architectures' wheels and
+     * tests) answers /proc/self/stat and /proc/<own pid>/stat itself, with
+     * another start time than the kernel gives the peers that check it. */
+    if (pid == getpid())
+        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)pid);
+    else
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;

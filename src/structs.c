@@ -100,7 +100,7 @@ static spec_t specs[N4P_S_COUNT] = {
 #define N4P_UNION(Type, PyName, KIND, picklable) \
     [N4P_S_##KIND] = {#PyName, sizeof(Type), Type##_fields, NF(Type##_fields), picklable, NULL, 1},
 #define N4P_OPAQUE(Type, PyName, KIND, picklable) \
-    [N4P_S_##KIND] = {#PyName, sizeof(Type), NULL, 0, picklable, NULL},
+    [N4P_S_##KIND] = {#PyName, sizeof(Type), NULL, 0, picklable, NULL, 0},
 #include "structs.def"
 };
 
