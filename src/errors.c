@@ -19,6 +19,7 @@ n4p_init_errors(PyObject *Py_UNUSED(mod), n4p_state *st)
         {&st->function_not_found, "FunctionNotFoundError"},
         {&st->not_supported, "NotSupportedError"},
         {&st->nccl_invalid, "NcclInvalid"},
+        {&st->gpu_runtime_error, "GpuRuntimeError"},
     };
     PyObject *m = PyImport_ImportModule("nccl._errors");
     if (m == NULL)

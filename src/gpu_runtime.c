@@ -654,15 +654,9 @@ rt_dlpack_capsule(FASTCALL_ARGS)
 int
 n4p_init_gpu_runtime(PyObject *mod, n4p_state *st)
 {
-    /* The class lives in nccl/_errors.py with the rest of the family
-     * (a Nccl4pyError and a RuntimeError). */
-    PyObject *errors = PyImport_ImportModule("nccl._errors");
-    if (errors == NULL)
-        return -1;
-    st->gpu_runtime_error = PyObject_GetAttrString(errors, "GpuRuntimeError");
-    Py_DECREF(errors);
-    if (st->gpu_runtime_error == NULL ||
-        PyModule_AddObjectRef(mod, "GpuRuntimeError", st->gpu_runtime_error) < 0)
+    /* The class lives in nccl/_errors.py with the rest of the family (a
+     * Nccl4pyError and a RuntimeError); n4p_init_errors fetched it. */
+    if (PyModule_AddObjectRef(mod, "GpuRuntimeError", st->gpu_runtime_error) < 0)
         return -1;
     return PyModule_AddFunctions(mod, n4p_gpu_methods);
 }
