@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 import pytest
 
 from conftest import clean_env
-from torch_ranks import needs_host, needs_torch
+from torch_ranks import needs_host, needs_torch, run_job
 
 
 def run(code: str, **env: str | None) -> subprocess.CompletedProcess:
@@ -146,3 +146,31 @@ def test_new_group_and_is_backend_available_load_the_backend():
     assert _lazy(run(code)) == ["False", "HostProcessGroup", "[1.0,", "1.0]", "True"]
     code = LAZY_OR_SKIP + "print(dist.is_backend_available('nccl4py_host'))\n"
     assert _lazy(run(code)) == ["True"]
+
+
+@needs_torch
+@needs_host
+@pytest.mark.parametrize("other", ["gloo", "nccl"])
+def test_mixed_group(tmp_path, other):
+    """"cpu:nccl4py_host,cuda:<other>": on torch >= 2.14 the CPU's backend of
+    torch's group is a HostBackend, and collectives, sends and receives,
+    batch_isend_irecv of 16 MiB and DDP (against gloo) run through it; the
+    group's destruction destroys its communicator.  torch 2.13 cannot call a
+    Python backend: the group is refused, naming the other backend."""
+    results, out = run_job(tmp_path, "torch_mixed.py", 2,
+                           ["tcp://127.0.0.1:{port}", f"cpu:nccl4py_host,cuda:{other}"])
+    assert sorted(results) == [0, 1], out[-4000:]
+    for r in (0, 1):
+        res = results[r]["results"]
+        if not res["python backends"]:
+            assert res["init"].startswith(
+                f"UnsupportedError: nccl4py_host beside cuda:{other} in one group needs "
+                "torch >= 2.14 (this is 2.13"), res
+            assert "make a group per backend" in res["init"], res
+            continue
+        if other == "nccl" and res["init"] != "ok":
+            # torch's own: a CPU-only build, or no GPU for ProcessGroupNCCL
+            assert ("NCCL built in" in res["init"] or "no GPUs found" in res["init"]), res
+            pytest.skip(f"torch cannot make an NCCL backend here: {res['init']}")
+        assert res["init"] == "ok" and res["checks"] == "ok", res
+        assert res["destroyed"] is True, res

@@ -27,9 +27,13 @@ BACKEND = "nccl4py_host"
 
 
 def _create(store, rank: int, size: int, timeout):
+    from .backend import check, mixed_group, wrap
     from .process_group import HostProcessGroup
 
-    return HostProcessGroup(store, rank, size, timeout)
+    others = mixed_group()  # "cpu:nccl4py_host,cuda:nccl": the CPU's backend of a group
+    check(others)
+    group = HostProcessGroup(store, rank, size, timeout)
+    return wrap(group) if others else group
 
 
 def registered() -> bool:
