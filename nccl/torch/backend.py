@@ -17,6 +17,7 @@ to be nccl4py_host's alone.
 from __future__ import annotations
 
 import sys
+from types import FrameType
 
 from torch._C._distributed_c10d import Backend as _C10dBackend
 
@@ -24,7 +25,6 @@ from .errors import UnsupportedError
 from .registration import BACKEND
 
 __all__ = ["HostBackend", "mixed_group", "wrap"]
-
 
 
 def _calls(group_class) -> list[str]:
@@ -91,13 +91,15 @@ _forward_all()
 def mixed_group(depth: int = 2) -> list[str]:
     """The other ``device:backend`` pairs of the group torch is creating
     (empty when nccl4py_host serves it alone, or when torch does not say)."""
-    f = sys._getframe(depth)
+    f: FrameType | None = sys._getframe(depth)
     for _ in range(4):
         if f is None or f.f_code.co_name == "_new_process_group_helper":
             break
         f = f.f_back
-    config = f.f_locals.get("backend_config") if f is not None else None
-    pairs = getattr(config, "get_device_backend_map", lambda: {})()
+    config = None
+    if f is not None and f.f_code.co_name == "_new_process_group_helper":
+        config = f.f_locals.get("backend_config")
+    pairs: dict = getattr(config, "get_device_backend_map", dict)()
     return sorted(f"{d}:{b}" for d, b in pairs.items() if str(b).lower() != BACKEND)
 
 
