@@ -900,6 +900,13 @@ def check_pytorch_nccl4py_backend_calls():
             child.destroy()
         else:
             assert not child.is_valid
+        # abort: a child of every rank, used, then aborted (as on a failure)
+        spare = comm.split(color=0, key=R)
+        t = torch.ones(1)
+        spare.allreduce(t, t, nc.SUM, stream=s)
+        assert t.item() == N
+        spare.abort()
+        assert not spare.is_valid
         barrier = torch.zeros(1)
         comm.allreduce(barrier, barrier, nc.SUM, stream=s)
         comm.finalize()
