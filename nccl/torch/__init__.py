@@ -7,7 +7,7 @@ nccl4py's host backend (see docs/torch.md).
 
 Importing this module registers the backend; the process group class,
 ``HostProcessGroup``, and ``UnsupportedError`` (what the backend cannot do
-exactly) are imported on first use.  Needs PyTorch (tested with 2.13).
+exactly) are imported on first use.  Needs PyTorch (tested with 2.13 and 2.14).
 """
 from __future__ import annotations
 

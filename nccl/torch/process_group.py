@@ -75,6 +75,17 @@ class HostProcessGroup(Reductions, DataMovement, dist.ProcessGroup):
     def setGroupDesc(self, desc: str) -> None:
         self._group_desc = desc
 
+    # torch >= 2.14 asks a group's backend for a device, also of a Python
+    # group (batch_isend_irecv: supports_coalescing): this group is its own
+    # backend for CPU tensors, and supports neither coalescing nor splitting.
+    supports_coalescing = False
+    supports_splitting = False
+
+    def _get_backend(self, device):
+        if torch.device(device).type == "cpu":
+            return self
+        return super()._get_backend(device)
+
     def __repr__(self) -> str:
         return (f"<HostProcessGroup {self._group_name!r}: rank {self._rank} of {self._size}, "
                 f"{self._comm!r}>")

@@ -2,12 +2,20 @@
 
 ``register()`` (run by ``import nccl.torch``) calls
 ``torch.distributed.Backend.register_backend("nccl4py_host", ...,
-devices=["cpu"])``.  ``autoload()`` is the ``torch.backends`` entry point:
-torch runs it while it is imported (unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``),
-so ``dist.init_process_group("nccl4py_host")`` works without importing
-nccl.torch.  It must never fail torch's import: it warns instead.  This
-module imports nothing heavy; the process group and nccl.core are imported
-when the first group of this backend is created.
+devices=["cpu"])``.  Without that import torch finds the backend through
+nccl4py's entry points (pyproject.toml):
+
+- torch >= 2.14: ``register`` is the ``torch.distributed.backends`` entry
+  point, which torch loads when ``init_process_group`` / ``new_group`` /
+  ``is_backend_available`` first names the backend;
+- torch 2.13: the ``torch.backends`` entry point
+  (``_nccl4py_torch_autoload``, which does nothing on torch >= 2.14) calls
+  ``autoload()`` while torch is imported (unless
+  ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``).  It must never fail torch's import:
+  it warns instead.
+
+This module imports nothing heavy; the process group and nccl.core are
+imported when the first group of this backend is created.
 """
 from __future__ import annotations
 
@@ -19,9 +27,13 @@ BACKEND = "nccl4py_host"
 
 
 def _create(store, rank: int, size: int, timeout):
+    from .backend import check, mixed_group, wrap
     from .process_group import HostProcessGroup
 
-    return HostProcessGroup(store, rank, size, timeout)
+    others = mixed_group()  # "cpu:nccl4py_host,cuda:nccl": the CPU's backend of a group
+    check(others)
+    group = HostProcessGroup(store, rank, size, timeout)
+    return wrap(group) if others else group
 
 
 def registered() -> bool:
