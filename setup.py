@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from glob import glob
 
 from setuptools import Extension, setup
@@ -81,6 +82,28 @@ class BuildExt(build_ext):
             extra_postargs=["-pthread", "-lrt", "-lm", "-Wl,--no-undefined"] + LDFLAGS)
 
 
+# [project.optional-dependencies] (dynamic in pyproject.toml).  The test extra
+# leaves mypy out on a free-threaded interpreter: its dependency ast-serialize
+# has no free-threaded wheel (abi3 wheels do not load there) and its source
+# build needs Rust crates; tests/test_typing.py then skips with the reason.
+# No environment marker tells a free-threaded interpreter apart (PEP 780's
+# sys_abi_features is a draft that pip does not implement), so the interpreter
+# that builds the metadata decides: a wheel is built for one ABI anyway, and
+# pip builds an sdist's metadata with the interpreter it installs for.
+EXTRAS = {
+    "test": ["pytest>=7", "ml_dtypes", "hypothesis", "mpi4py", "mpich", "matplotlib",
+             "pytest-xdist", "build", "setuptools>=77"],
+    "cu12": ["nvidia-nccl-cu12>=2.28.3,<=2.32.6"],
+    "cu13": ["nvidia-nccl-cu13>=2.28.3,<=2.32.6"],
+    "torch": ["torch"],
+    "cupy": ["cupy"],
+    "mpi": ["mpi4py"],
+    "plot": ["matplotlib"],
+}
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+if not FREE_THREADED:
+    EXTRAS["test"].append("mypy")
+
 ext = Extension(
     "nccl._nccl",
     sources=sorted(glob("src/*.c")) + sorted(glob("src/gen/*.c")),
@@ -91,4 +114,4 @@ ext = Extension(
     extra_link_args=LDFLAGS,
 )
 
-setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt}, extras_require=EXTRAS)

@@ -2,7 +2,7 @@
 
 ``RELEASES`` (oldest first) are the nvidia-nccl-cu13 releases tested side
 by side (tests/test_real_nccl_releases.py): the first and last are the range
-of the cu12/cu13 extras (pyproject.toml), the last is the release the
+of the cu12/cu13 extras (setup.py's EXTRAS), the last is the release the
 tables describe (NCCL4PY_ABI_VERSION_CODE).  :func:`fetch` downloads one
 release's wheel once, keeping its headers and libnccl.so.2 in
 ``$NCCL4PY_TEST_CACHE`` (default ``~/.cache/nccl4py-tests``).

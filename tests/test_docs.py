@@ -12,6 +12,7 @@ example file it names, and every NCCL4PY_* variable the code reads is in
 docs/environment.md (or in host/README.md for the host backend's)."""
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -132,10 +133,12 @@ def test_readme_program_is_the_example():
 # ------------------------------------------------------------------ commands
 
 def _extras() -> set[str]:
-    """The names of pyproject.toml's [project.optional-dependencies] table."""
-    text = (ROOT / "pyproject.toml").read_text()
-    table = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
-    return set(re.findall(r"^([A-Za-z0-9_-]+)\s*=", table, re.M))
+    """The names of the extras: setup.py's EXTRAS (pyproject.toml lists
+    optional-dependencies as dynamic)."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    value = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                 and [getattr(t, "id", None) for t in node.targets] == ["EXTRAS"])
+    return set(ast.literal_eval(value))
 
 
 def check_pip(part: str) -> None:

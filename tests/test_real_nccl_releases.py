@@ -12,6 +12,7 @@ is the release the tables describe.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -215,10 +216,11 @@ def test_the_cu13_extra_is_the_tested_range():
     range, whose newest is the release the tables describe."""
     from nccl import _nccl
 
-    text = (ROOT / "pyproject.toml").read_text()
-    extras = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    tree = ast.parse((ROOT / "setup.py").read_text())  # the extras are setup.py's EXTRAS
+    extras = ast.literal_eval(next(node.value for node in tree.body
+                                   if isinstance(node, ast.Assign)
+                                   and [getattr(t, "id", None) for t in node.targets]
+                                   == ["EXTRAS"]))
     for cuda in ("cu12", "cu13"):
-        m = re.search(r'^%s\s*=\s*\["([^"]+)"\]' % cuda, extras, flags=re.M)
-        assert m is not None, cuda
-        assert m.group(1) == f"nvidia-nccl-{cuda}>={RELEASES[0]},<={RELEASES[-1]}"
+        assert extras[cuda] == [f"nvidia-nccl-{cuda}>={RELEASES[0]},<={RELEASES[-1]}"], cuda
     assert code_of(RELEASES[-1]) == _nccl.ABI_VERSION
