@@ -1,5 +1,6 @@
 """The Pythons nccl4py claims: the test extra fits the interpreter (no mypy on
-a free-threaded one) and the typing tests say why they skip."""
+a free-threaded one), the typing tests say why they skip, and the script that
+builds the free-threaded interpreter for .ci/run finds a built one."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -7,12 +8,14 @@ import re
 import subprocess
 import sys
 import sysconfig
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, clean_env
 
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+BUILD = ROOT / "tools" / "build_freethreaded_python.sh"
 
 
 def test_test_extra_has_mypy_only_where_it_installs():
@@ -41,3 +44,39 @@ def test_typing_tests_say_why_they_skip(tmp_path):
     assert p.returncode == 5, p.stdout + p.stderr  # 5: every test skipped
     assert "1 skipped" in p.stdout and "not installed" in p.stdout, p.stdout
     assert "free-threaded" in p.stdout, p.stdout
+
+
+def _bash(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(BUILD), *args], capture_output=True, text=True,
+                          timeout=120, env=clean_env())
+
+
+def test_build_script_refuses_an_interpreter_of_another_kind(tmp_path):
+    """--check: a GIL build (this interpreter, when it is one) is not a
+    free-threaded one; nothing is built."""
+    if FREE_THREADED:
+        pytest.skip("needs a GIL-enabled interpreter to offer")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python3.13t").symlink_to(sys.executable)
+    p = _bash("--check", "--prefix", str(tmp_path))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "no working plain free-threaded 3.13" in p.stdout
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["bin"]
+    p = _bash("--bogus")
+    assert p.returncode == 2 and "unknown argument: --bogus" in p.stderr
+
+
+@pytest.mark.parametrize("variant", ["plain", "tsan"])
+def test_build_script_keeps_a_built_interpreter(variant):
+    prefix = "/opt/python3.13t" + ("-tsan" if variant == "tsan" else "")
+    if not Path(prefix, "bin", "python3.13t").exists():
+        pytest.skip(f"no {prefix} (bash tools/build_freethreaded_python.sh"
+                    f"{' --tsan' if variant == 'tsan' else ''} builds it)")
+    flag = ["--tsan"] if variant == "tsan" else []
+    p = _bash(*flag)  # builds nothing: it is there
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.strip() == f"build_freethreaded_python.sh: {prefix}/bin/python3.13t works; " \
+                               "nothing to do"
+    other = ["--tsan"] if variant == "plain" else []
+    p = _bash("--check", "--prefix", prefix, *other)  # the other kind is not accepted
+    assert p.returncode == 1, p.stdout + p.stderr
