@@ -98,7 +98,7 @@ def test_wheel_contents_and_metadata(dists):
     assert meta["License-Expression"] == "Apache-2.0"
     assert meta["Requires-Python"] == ">=3.10"
     classifiers = meta.get_all("Classifier")
-    for minor in (10, 11, 12, 13):
+    for minor in (10, 11, 12, 13, 14, 15):
         assert f"Programming Language :: Python :: 3.{minor}" in classifiers
     assert not [c for c in classifiers if c.startswith("License ::")]  # SPDX replaces them
     urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])

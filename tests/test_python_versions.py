@@ -1,5 +1,6 @@
 """The Pythons nccl4py claims: the test extra fits the interpreter (no mypy on
-a free-threaded one), the typing tests say why they skip, and the script that
+a free-threaded one), the typing tests say why they skip, the claims of
+README, pyproject.toml and docs/contributing.md agree, and the script that
 builds the free-threaded interpreter for .ci/run finds a built one."""
 from __future__ import annotations
 
@@ -44,6 +45,32 @@ def test_typing_tests_say_why_they_skip(tmp_path):
     assert p.returncode == 5, p.stdout + p.stderr  # 5: every test skipped
     assert "1 skipped" in p.stdout and "not installed" in p.stdout, p.stdout
     assert "free-threaded" in p.stdout, p.stdout
+
+
+def _classifier_minors() -> list[int]:
+    text = (ROOT / "pyproject.toml").read_text()
+    return sorted(int(m) for m in re.findall(r'"Programming Language :: Python :: 3\.(\d+)"', text))
+
+
+def test_claims_agree():
+    minors = _classifier_minors()
+    assert minors == list(range(minors[0], minors[-1] + 1)), minors
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'requires-python = ">=3.{minors[0]}"' in pyproject
+    assert '"Programming Language :: Python :: Free Threading :: 3 - Stable"' in pyproject
+    readme = (ROOT / "README.md").read_text()
+    assert f"Python 3.{minors[0]}-3.{minors[-1]}" in readme
+    # every claimed Python has a line in the contributing guide saying what was
+    # checked on it
+    guide = (ROOT / "docs" / "contributing.md").read_text()
+    section = guide.split("## Python versions", 1)[1].split("\n## ", 1)[0]
+    for minor in minors:
+        assert re.search(rf"^\| 3\.{minor} ", section, re.M), f"3.{minor} not in the table"
+    assert re.search(r"^\| 3\.13t ", section, re.M)
+    # .ci/run checks every claimed Python that can be had here
+    ci = (ROOT / ".ci" / "run").read_text()
+    listed = re.search(r"for minor in ([\d. ]+); do", ci).group(1).split()
+    assert listed == [f"3.{m}" for m in minors], listed
 
 
 def _bash(*args: str) -> subprocess.CompletedProcess:
