@@ -1,5 +1,6 @@
-"""The Pythons nccl4py claims: the test extra fits the interpreter (no mypy on
-a free-threaded one), the typing tests say why they skip, the claims of
+"""The Pythons nccl4py claims: on a free-threaded one importing nccl keeps the
+GIL off, the test extra fits the interpreter (no mypy on a free-threaded one),
+the typing tests say why they skip, the claims of
 README, pyproject.toml and docs/contributing.md agree, and the script that
 builds the free-threaded interpreter for .ci/run finds a built one."""
 from __future__ import annotations
@@ -19,6 +20,18 @@ FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 BUILD = ROOT / "tools" / "build_freethreaded_python.sh"
 
 
+@pytest.mark.skipif(not FREE_THREADED, reason="needs a free-threaded Python (3.13t)")
+def test_importing_nccl_keeps_the_gil_off():
+    """The C core declares that it runs without the GIL (Py_mod_gil): importing
+    it leaves the GIL off and prints nothing (no RuntimeWarning)."""
+    code = ("import sys, nccl, nccl.core, nccl._nccl, nccl.testing, nccl.run\n"
+            "print(sys._is_gil_enabled())")
+    p = subprocess.run([sys.executable, "-c", code], env=clean_env(PYTHON_GIL=None),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert (p.stdout, p.stderr) == ("False\n", ""), (p.stdout, p.stderr)
+
+
 def test_test_extra_has_mypy_only_where_it_installs():
     # the installed copy's metadata (not an egg-info a build left in the tree)
     site = list({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
@@ -26,7 +39,7 @@ def test_test_extra_has_mypy_only_where_it_installs():
     if dist is None:
         pytest.skip("nccl4py is not installed (pip install -e .)")
     requires = dist.requires or []
-    test = {re.split(r"[ ;<>=!\[]", r, 1)[0].lower() for r in requires
+    test = {re.split(r"[ ;<>=!\[]", r, maxsplit=1)[0].lower() for r in requires
             if re.search(r"""extra\s*==\s*["']test["']""", r)}
     assert {"pytest", "hypothesis", "ml_dtypes"} <= test, requires
     assert ("mypy" in test) == (not FREE_THREADED), requires
