@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -120,3 +121,27 @@ def test_build_script_keeps_a_built_interpreter(variant):
     other = ["--tsan"] if variant == "plain" else []
     p = _bash("--check", "--prefix", prefix, *other)  # the other kind is not accepted
     assert p.returncode == 1, p.stdout + p.stderr
+
+
+@pytest.mark.heavy("the C sources against Debian sid's Python 3.14 and 3.15 headers (a download)")
+def test_sources_compile_against_newer_pythons(tmp_path):
+    """tools/check_python_headers.sh: the extension's sources compile without a
+    diagnostic against 3.14's and 3.15's headers, and a use of an API that 3.15
+    removed is caught."""
+    p = subprocess.run(["bash", str(ROOT / "tools" / "check_python_headers.sh")],
+                       capture_output=True, text=True, timeout=900, env=clean_env())
+    if p.returncode != 0 and "Failed to fetch" in p.stderr:
+        pytest.skip(f"Debian sid's packages cannot be fetched here: {p.stderr[-300:]}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    for line in ("Python 3.14.", "Python 3.15."):
+        assert line in p.stdout, p.stdout
+    assert p.stdout.count("0 with a diagnostic") == 4, p.stdout
+    # a copy of the sources with a call 3.15 removed
+    for d in ("src", "tools"):
+        shutil.copytree(ROOT / d, tmp_path / d)
+    (tmp_path / "src" / "zz_removed.c").write_text(
+        "#include <Python.h>\nPyObject *f(PyObject *r) { return PyWeakref_GetObject(r); }\n")
+    p = subprocess.run(["bash", str(tmp_path / "tools" / "check_python_headers.sh"), "3.15"],
+                       capture_output=True, text=True, timeout=900, env=clean_env())
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "src/zz_removed.c (Python 3.15" in p.stderr and "PyWeakref_GetObject" in p.stderr
