@@ -218,13 +218,15 @@ coll_config(PyObject *mod, PyObject *config, n4p_job *j)
         return 0;
     }
     Py_XDECREF(low);
-    if (st->coll_config_materialize == NULL) { /* nccl.core.coll_config not imported: */
+    PyObject *materialize = n4p_registered(st, &st->coll_config_materialize);
+    if (materialize == NULL) { /* nccl.core.coll_config not imported: */
         PyErr_Format(PyExc_TypeError, /* no NCCLCollConfig exists */
                      "config must be an NCCLCollConfig or None, not %.100s",
                      Py_TYPE(config)->tp_name);
         return -1;
     }
-    j->config = PyObject_CallOneArg(st->coll_config_materialize, config);
+    j->config = PyObject_CallOneArg(materialize, config);
+    Py_DECREF(materialize);
     if (j->config == NULL)
         return -1;
     PyObject *cfg = j->config;

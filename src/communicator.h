@@ -41,11 +41,11 @@ typedef struct {
  * Everything else that sets the handle sets both (n4p_comm_set).  The
  * library only ever fills a null slot (nccl.core hands _comm_address only
  * to the creating call of a null communicator). */
-#define N4P_HANDLE(self) (*(ncclComm_t *)(self)->handle.at)
+#define N4P_HANDLE(self) (*(ncclComm_t *)N4P_FT_LOAD(&(self)->handle.at))
 static inline void
 n4p_comm_set(commobj *self, ncclComm_t h)
 {
-    self->comm = h;
+    N4P_FT_STORE(&self->comm, h);
     N4P_HANDLE(self) = h;
 }
 
@@ -122,7 +122,8 @@ int n4p_comm_busy(PyObject *mod, const char *op, const char *why);
 static inline int
 n4p_comm_enter(PyObject *mod, commobj *self, const char *op)
 {
-    if ((self->comm == NULL || self->pid != n4p_current_pid || self->trace != NULL) &&
+    if ((N4P_FT_LOAD(&self->comm) == NULL || self->pid != n4p_current_pid ||
+         self->trace != NULL) &&
         n4p_comm_check_valid(mod, self, op) < 0)
         return -1;
     unsigned long me = PyThread_get_thread_ident();
@@ -139,6 +140,15 @@ n4p_comm_enter(PyObject *mod, commobj *self, const char *op)
         atomic_store_explicit(&self->owner, 0, memory_order_release);
         return n4p_comm_busy(mod, op, "a group with calls on it is ending");
     }
+#if N4P_FREE_THREADED
+    /* destroy() (which takes the owner word too) may have nulled the handle
+     * on another thread between the check above and the compare-and-swap */
+    if (N4P_FT_LOAD(&self->comm) == NULL && n4p_comm_check_valid(mod, self, op) < 0) {
+        self->owner_depth = 0;
+        atomic_store_explicit(&self->owner, 0, memory_order_release);
+        return -1;
+    }
+#endif
     return 0;
 }
 

@@ -28,8 +28,12 @@
 #include "gpu_runtime.h"
 
 n4p_trace_settings n4p_tsettings;
+/* Threads: the settings are read once, under settings_mu (a PyMutex on a
+ * free-threaded build: it is held while exceptions are made), and published
+ * by settings_loaded (release order); they never change afterwards. */
 static int settings_loaded;
-static int next_index; /* communicators traced by this process so far (GIL) */
+static n4p_mutex settings_mu;
+static atomic_int next_index; /* communicators traced by this process so far */
 _Thread_local n4p_trace_entry *n4p_trace_cur;
 
 #define MAX_BUFFER 10000000L
@@ -147,11 +151,22 @@ check_trace_dir(const char *dir)
     return 0;
 }
 
+static int settings_load_locked(void);
+
 int
 n4p_trace_settings_load(PyObject *Py_UNUSED(mod))
 {
-    if (settings_loaded)
+    if (N4P_FT_LOAD(&settings_loaded))
         return 0;
+    n4p_lock(&settings_mu);
+    int r = settings_loaded ? 0 : settings_load_locked();
+    n4p_unlock(&settings_mu);
+    return r;
+}
+
+static int
+settings_load_locked(void)
+{
     n4p_trace_settings s = {0};
     long log = 0;
     if (env_long("NCCL4PY_TRACE_BUFFER", 0, MAX_BUFFER, 2000,
@@ -178,7 +193,7 @@ n4p_trace_settings_load(PyObject *Py_UNUSED(mod))
         s.log_file = f;
     }
     n4p_tsettings = s;
-    settings_loaded = 1;
+    N4P_FT_STORE(&settings_loaded, 1);
     Py_BEGIN_ALLOW_THREADS
     calibrate();
     Py_END_ALLOW_THREADS
@@ -205,7 +220,7 @@ trace_new(ncclComm_t comm, atomic_ulong *owner)
     pthread_mutex_init(&t->mu, NULL);
     atomic_store(&t->comm, comm);
     t->owner = owner;
-    t->index = next_index++;
+    t->index = atomic_fetch_add_explicit(&next_index, 1, memory_order_relaxed);
     t->gpu = n4p_library_kind != N4P_LIB_HOST;
     t->timeout_ns = (int64_t)(n4p_tsettings.timeout * 1e9);
     t->rank = t->nranks = -1;
