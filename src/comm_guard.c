@@ -78,7 +78,7 @@ n4p_comm_check_valid(PyObject *mod, commobj *self, const char *op)
         return -1;
     }
     if (N4P_FT_LOAD(&self->comm) == NULL) { /* filled since? */
-        N4P_FT_STORE(&self->comm, N4P_HANDLE(self));
+        N4P_FT_STORE(&self->comm, (ncclComm_t)n4p_slot_get(&self->handle));
     }
     if (N4P_FT_LOAD(&self->comm) == NULL) {
         n4p_comm_invalid(mod, "Cannot %s: Communicator not initialized", op);
@@ -229,7 +229,7 @@ n4p_comm_take_handle(commobj *self, PyTypeObject *cls, PyObject *const *args, Py
     int is_abort = nargs > 0 ? PyObject_IsTrue(args[0]) : 0;
     if (is_abort < 0)
         return NULL;
-    ncclComm_t h = N4P_HANDLE(self);
+    ncclComm_t h = (ncclComm_t)n4p_slot_get(&self->handle);
     if (h == NULL)
         return PyLong_FromLong(0);
     if (self->pid == n4p_current_pid && n4p_trace_take(self->trace)) {

@@ -46,7 +46,7 @@ static inline void
 n4p_comm_set(commobj *self, ncclComm_t h)
 {
     N4P_FT_STORE(&self->comm, h);
-    N4P_HANDLE(self) = h;
+    n4p_slot_set(&self->handle, h);
 }
 
 /* One library call of a collective or point-to-point method, as the library

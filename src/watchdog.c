@@ -40,6 +40,9 @@
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static n4p_trace *registry;
+/* Threads may start communicators at once (free-threaded builds): the start
+ * is serialized by start_mu (no Python code runs under it). */
+static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
 static int started;
 static sem_t wake;
 static atomic_int dump_requested;
@@ -209,8 +212,11 @@ static int
 any_timeout(void)
 {
     int any = 0;
-    for (n4p_trace *t = registry; t != NULL && !any; t = t->next)
+    for (n4p_trace *t = registry; t != NULL && !any; t = t->next) {
+        pthread_mutex_lock(&t->mu); /* n4p_trace_setup writes it under t->mu */
         any = t->timeout_ns > 0;
+        pthread_mutex_unlock(&t->mu);
+    }
     return any;
 }
 
@@ -251,14 +257,24 @@ after_fork_child(void)
 {
     started = 0; /* the thread is not in the child; its communicators are unusable there */
     pthread_mutex_init(&registry_mu, NULL);
+    pthread_mutex_init(&start_mu, NULL);
 }
 
-/* Start the thread once (with the GIL held); 0 or errno. */
+static int start_locked(void);
+
+/* Start the thread once; 0 or errno. */
 int
 n4p_watchdog_start(void)
 {
-    if (started)
-        return 0;
+    pthread_mutex_lock(&start_mu);
+    int rc = started ? 0 : start_locked();
+    pthread_mutex_unlock(&start_mu);
+    return rc;
+}
+
+static int
+start_locked(void)
+{
     static int once;
     if (!once) {
         if (sem_init(&wake, 0, 0) != 0)
