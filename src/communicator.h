@@ -116,22 +116,31 @@ int n4p_comm_check_valid(PyObject *mod, commobj *self, const char *op);
 /* NcclInvalid "in use by another thread (why)"; returns -1. */
 int n4p_comm_busy(PyObject *mod, const char *op, const char *why);
 
+/* Whether a call must go through n4p_comm_check_valid first. */
+#define N4P_COMM_NEEDS_CHECK(self)                                                         \
+    (N4P_FT_LOAD(&(self)->comm) == NULL || (self)->pid != n4p_current_pid ||               \
+     (self)->trace != NULL)
+
 /* Become the thread inside a call on self (-1 with NcclInvalid when another
  * thread is, or self is not usable here); a call from inside a call of the
  * same thread nests.  n4p_comm_leave ends it. */
 static inline int
 n4p_comm_enter(PyObject *mod, commobj *self, const char *op)
 {
-    if ((N4P_FT_LOAD(&self->comm) == NULL || self->pid != n4p_current_pid ||
-         self->trace != NULL) &&
-        n4p_comm_check_valid(mod, self, op) < 0)
+#if !N4P_FREE_THREADED
+    if (N4P_COMM_NEEDS_CHECK(self) && n4p_comm_check_valid(mod, self, op) < 0)
         return -1;
+#endif
     unsigned long me = PyThread_get_thread_ident();
     unsigned long expected = 0;
     if (!atomic_compare_exchange_strong_explicit(&self->owner, &expected, me,
                                                  memory_order_acquire, memory_order_relaxed)) {
         if (expected != me)
             return n4p_comm_busy(mod, op, "a call on it has not returned");
+#if N4P_FREE_THREADED
+        if (N4P_COMM_NEEDS_CHECK(self) && n4p_comm_check_valid(mod, self, op) < 0)
+            return -1;
+#endif
         self->owner_depth++;
         return 0;
     }
@@ -141,9 +150,11 @@ n4p_comm_enter(PyObject *mod, commobj *self, const char *op)
         return n4p_comm_busy(mod, op, "a group with calls on it is ending");
     }
 #if N4P_FREE_THREADED
-    /* destroy() (which takes the owner word too) may have nulled the handle
-     * on another thread between the check above and the compare-and-swap */
-    if (N4P_FT_LOAD(&self->comm) == NULL && n4p_comm_check_valid(mod, self, op) < 0) {
+    /* With threads running at once the checks run once the owner word is
+     * taken: destroy() takes it too, so no other thread can null the handle
+     * (nor copy a stale one back from the slot) between the check and the
+     * call. */
+    if (N4P_COMM_NEEDS_CHECK(self) && n4p_comm_check_valid(mod, self, op) < 0) {
         self->owner_depth = 0;
         atomic_store_explicit(&self->owner, 0, memory_order_release);
         return -1;

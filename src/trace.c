@@ -280,7 +280,9 @@ n4p_trace_begin(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t
     atomic_store_explicit(&t->comm, comm, memory_order_relaxed);
     t->rank = rank;
     t->nranks = nranks;
-    n4p_trace_entry *e = &t->ring[t->n++ % t->cap];
+    uint64_t at = t->n; /* written by the calling thread only; the watchdog reads it */
+    __atomic_store_n(&t->n, at + 1, __ATOMIC_RELEASE);
+    n4p_trace_entry *e = &t->ring[at % t->cap];
     e->op = op;
     e->p2p = p2p != 0;
     e->seq = e->p2p ? ++t->p2p_seq : ++t->seq;
@@ -460,7 +462,7 @@ n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *
     if (e->status < 0) { /* refused before the library: not a call */
         atomic_store_explicit(&e->state, N4P_TS_FREE, memory_order_release);
         if (&t->ring[(t->n - 1) % t->cap] == e) { /* the last one (no nested call since) */
-            t->n--;
+            __atomic_store_n(&t->n, t->n - 1, __ATOMIC_RELEASE);
             if (e->p2p)
                 t->p2p_seq--;
             else
@@ -656,7 +658,7 @@ n4p_trace_write(n4p_trace *t, const char *path, const char *reason)
     }
     pthread_mutex_unlock(&t->mu);
     fputs(",\n  \"entries\": [", f);
-    uint64_t n = t->n, first = n > t->cap ? n - t->cap : 0;
+    uint64_t n = __atomic_load_n(&t->n, __ATOMIC_ACQUIRE), first = n > t->cap ? n - t->cap : 0;
     int any = 0;
     for (uint64_t i = first; i < n; i++) {
         const n4p_trace_entry *e = &t->ring[i % t->cap];

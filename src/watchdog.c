@@ -94,7 +94,7 @@ poll_events(n4p_trace *t, int64_t now)
                                                                              N4P_GPU_EVENT_QUERY);
     if (query == NULL)
         return;
-    uint64_t n = t->n, first = n > t->cap ? n - t->cap : 0;
+    uint64_t n = __atomic_load_n(&t->n, __ATOMIC_ACQUIRE), first = n > t->cap ? n - t->cap : 0;
     int64_t prev_end = 0;
     for (uint64_t i = first; i < n; i++) {
         n4p_trace_entry *e = &t->ring[i % t->cap];
@@ -187,7 +187,7 @@ n4p_watchdog_poll(n4p_trace *t, int64_t now)
     if (t->gpu)
         poll_events(t, now);
     n4p_trace_entry *oldest = NULL;
-    uint64_t n = t->n, first = n > t->cap ? n - t->cap : 0;
+    uint64_t n = __atomic_load_n(&t->n, __ATOMIC_ACQUIRE), first = n > t->cap ? n - t->cap : 0;
     for (uint64_t i = first; i < n && oldest == NULL; i++) {
         n4p_trace_entry *e = &t->ring[i % t->cap];
         if (in_flight(atomic_load_explicit(&e->state, memory_order_acquire)))
