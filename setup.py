@@ -1,7 +1,9 @@
 """Build the C extension nccl._nccl and the host backend libnccl4py_host.so.
 
 Only a C compiler is needed: no Cython, no CUDA or ROCm headers.
-Set NCCL4PY_SANITIZE=1 to build both with AddressSanitizer and UBSan.
+Set NCCL4PY_SANITIZE=1 to build both with AddressSanitizer and UBSan,
+NCCL4PY_SANITIZE=thread to build both with ThreadSanitizer (for a TSan build of
+the interpreter, e.g. a free-threaded one configured --with-thread-sanitizer).
 """
 import os
 import shutil
@@ -16,14 +18,18 @@ from setuptools.errors import SetupError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-fvisibility=hidden"]
-SAN = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+_SANITIZERS = {
+    "1": ["-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+          "-fno-sanitize-recover=undefined"],
+    "thread": ["-fsanitize=thread", "-fno-omit-frame-pointer"],
+}
 _SANITIZE = os.environ.get("NCCL4PY_SANITIZE", "")
-if _SANITIZE not in ("", "0", "1"):
+if _SANITIZE not in ("", "0", *_SANITIZERS):
     raise SetupError(f"NCCL4PY_SANITIZE={_SANITIZE!r}: use 1 to build with ASan and UBSan, "
-                     "0 or unset for a normal build")
-if _SANITIZE == "1":
-    CFLAGS += SAN
-LDFLAGS = SAN if _SANITIZE == "1" else []
+                     "thread to build with TSan, 0 or unset for a normal build")
+SAN = _SANITIZERS.get(_SANITIZE, [])
+CFLAGS += SAN
+LDFLAGS = SAN
 
 
 def _regenerate():

@@ -32,6 +32,8 @@
  *   gpu_runtime.c       the dlopen'd HIP/CUDA runtime layer (table: gpu_runtime.def)
  *   gpu_runtime.h       its interface
  *   bindings.h          this header
+ *   ftcompat.h          free-threading idioms (locks, atomics, strong lookups) and
+ *                       what they compile to with a GIL
  *   nccl_api.h          our declaration of the NCCL / RCCL ABI (no CUDA/ROCm headers)
  *   nccl_api_232.h      the parts of it NCCL 2.32 added
  *   dlpack.h            the DLPack ABI as the extension reads it
@@ -54,6 +56,7 @@
 #include <Python.h>
 #include <stdatomic.h>
 
+#include "ftcompat.h"
 #include "nccl_api.h"
 #include "gen/api_table.h"
 #include "gen/dtype_table.h"
@@ -78,6 +81,11 @@ enum n4p_handle_kind { N4P_H_COMM, N4P_H_WINDOW, N4P_H_COUNT };
 #define N4P_NDARRAY_TYPES 32 /* NumPy's built-in type numbers are below this */
 #define N4P_NDARRAY_USER 8   /* user-defined type numbers the fast path learns */
 typedef struct {
+    /* Threads: `type` and `nuser` are published with release order once what
+     * they cover is written (N4P_FT_STORE) and read with acquire order
+     * (N4P_FT_LOAD); the entries they cover never change again; every
+     * writer holds `mu`, never while Python code runs (ndarray_fast.c). */
+    n4p_mutex mu;
     PyTypeObject *type; /* numpy.ndarray once its layout passed the check (strong ref) */
     int tried;          /* the check has run (or is running) */
     signed char dtype_of[N4P_NDARRAY_TYPES]; /* NumPy type number -> NCCL dtype + 1; 0: none */
@@ -103,7 +111,9 @@ typedef struct {
     /* buffer.c / stream.c: per-type caches and interned names */
     PyObject *buffer_kinds;        /* dict: type -> int kind */
     PyObject *last_buffer_type;    /* the type resolved last (strong ref) ... */
-    PyObject *last_buffer_kind;    /* ... and its buffer_kinds value (strong ref) */
+    PyObject *last_buffer_kind;    /* ... and its buffer_kinds value (strong ref);
+                                      with a GIL only (buffer.c: kind_of) */
+    n4p_mutex torch_mu;            /* free-threaded: the first taking of the three below */
     /* torch.Tensor's own accessors of what a tensor means beyond its memory,
      * taken from its C base type when the first tensor type is classified */
     PyObject *torch_is_neg;        /* method descriptor TensorBase.is_neg */
@@ -127,12 +137,25 @@ typedef struct {
      * so that C never imports an nccl.* module on a call path: */
     PyObject *coll_config_materialize; /* nccl.core.coll_config._materialize (config=) */
     PyObject *ndarray_check;           /* nccl._ndarray_check.register (ndarray_fast.c) */
+    n4p_mutex registered_mu;           /* free-threaded: _register and its readers */
 } n4p_state;
 
 static inline n4p_state *
 n4p_get_state(PyObject *mod)
 {
     return (n4p_state *)PyModule_GetState(mod);
+}
+
+/* A new reference to what _register put in *slot (NULL: nothing): another
+ * thread may replace it, dropping the old one, while it is in use. */
+static inline PyObject *
+n4p_registered(n4p_state *st, PyObject **slot)
+{
+    n4p_lock(&st->registered_mu);
+    PyObject *o = *slot;
+    Py_XINCREF(o);
+    n4p_unlock(&st->registered_mu);
+    return o;
 }
 
 /* ------------------------------------------------------------------ loader */
@@ -346,7 +369,7 @@ n4p_arg_handle(PyObject *o, const char *name, enum n4p_handle_kind kind, void **
 {
     long long v;
     if (Py_TYPE(o)->tp_hash == (kind == N4P_H_COMM ? n4p_comm_hash : n4p_window_hash)) {
-        *out = *((n4p_handleobj *)o)->slot.at;
+        *out = n4p_slot_get(&((n4p_handleobj *)o)->slot);
         return 0;
     }
     if (N4P_LIKELY(n4p_small_int(o, &v))) {

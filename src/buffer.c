@@ -850,7 +850,8 @@ typedef struct {
     Py_ssize_t ndim;
     size_t count;
     const char *typestr;
-    PyObject *descr; /* borrowed from the dict, or NULL */
+    PyObject *descr; /* borrowed from the dict (a copy of the producer's on a free-threaded
+                      * build: from_interface_dict), or NULL */
 } iface_t;
 
 /* 1 when a field of an interface's 'descr' (a list of (name, typestr or
@@ -864,15 +865,26 @@ descr_foreign(const ctx_t *c, const char *what, PyObject *descr, int depth, char
         return 0;
     if (depth > 32)
         return iface_error(c, what, "'descr' is nested too deeply");
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(descr); i++) {
-        PyObject *field = PyList_GET_ITEM(descr, i);
+#if N4P_FREE_THREADED
+    /* the list is the producer's: another thread may change it while it is
+     * read, so its items are read from a snapshot that holds them */
+    PyObject *items = PyList_AsTuple(descr);
+    if (items == NULL)
+        return -1;
+#define DESCR_SIZE PyTuple_GET_SIZE(items)
+#define DESCR_ITEM(i) PyTuple_GET_ITEM(items, i)
+#else
+#define DESCR_SIZE PyList_GET_SIZE(descr)
+#define DESCR_ITEM(i) PyList_GET_ITEM(descr, i)
+#endif
+    int r = 0;
+    for (Py_ssize_t i = 0; r == 0 && i < DESCR_SIZE; i++) {
+        PyObject *field = DESCR_ITEM(i);
         if (!PyTuple_Check(field) || PyTuple_GET_SIZE(field) < 2)
             continue;
         PyObject *t = PyTuple_GET_ITEM(field, 1);
         if (PyList_Check(t)) {
-            int r = descr_foreign(c, what, t, depth + 1, buf, n);
-            if (r != 0)
-                return r;
+            r = descr_foreign(c, what, t, depth + 1, buf, n);
             continue;
         }
         const char *ts = PyUnicode_Check(t) ? PyUnicode_AsUTF8(t) : NULL;
@@ -890,10 +902,15 @@ descr_foreign(const ctx_t *c, const char *what, PyObject *descr, int depth, char
                 PyErr_Clear();
             PyOS_snprintf(buf, n, "%s 'descr' field '%.40s' with typestr '%.20s'", what,
                           ns ? ns : "?", ts);
-            return 1;
+            r = 1;
         }
     }
-    return 0;
+#undef DESCR_SIZE
+#undef DESCR_ITEM
+#if N4P_FREE_THREADED
+    Py_DECREF(items);
+#endif
+    return r;
 }
 
 static int
@@ -1015,11 +1032,24 @@ from_interface_dict(const ctx_t *c, PyObject *obj, PyObject *d, int cai, n4p_buf
 {
     const char *what = cai ? "__cuda_array_interface__" : "__array_interface__";
     iface_t f = {0};
+#if N4P_FREE_THREADED
+    /* The dict is the producer's: another thread may change it while it is
+     * read, dropping the values looked up (borrowed) from it; a copy, made
+     * under the dict's lock, holds them.  (With a GIL no other thread runs
+     * between the lookups and their use.) */
+    if (PyDict_Check(d) && (d = PyDict_Copy(d)) == NULL)
+        return -1;
+    else if (!PyDict_Check(d))
+        Py_INCREF(d);
+#endif
     int r = iface_parse(c, what, d, &f);
     if (r == 0)
         r = iface_fill(c, obj, cai, &f, out);
     PyMem_Free(f.shape);
     PyMem_Free(f.strides);
+#if N4P_FREE_THREADED
+    Py_DECREF(d);
+#endif
     if (r == 0)
         out->ref = Py_NewRef(obj); /* the dict names no owner */
     return r;
@@ -1077,7 +1107,7 @@ torch_descr(PyTypeObject *base, const char *name)
 static int
 torch_accessors(n4p_state *st, PyTypeObject *base)
 {
-    if (st->torch_requires_grad != NULL)
+    if (N4P_FT_LOAD(&st->torch_requires_grad) != NULL)
         return 0;
     PyObject *neg = torch_descr(base, "is_neg");
     PyObject *conj = neg != NULL ? torch_descr(base, "is_conj") : NULL;
@@ -1087,9 +1117,25 @@ torch_accessors(n4p_state *st, PyTypeObject *base)
         Py_XDECREF(conj);
         return -1;
     }
+#if N4P_FREE_THREADED
+    /* another thread may have taken them meanwhile: the first one's stay
+     * (requires_grad, stored last with release order, says all three are) */
+    n4p_lock(&st->torch_mu);
+    if (st->torch_requires_grad == NULL) {
+        st->torch_is_neg = neg;
+        st->torch_is_conj = conj;
+        N4P_FT_STORE(&st->torch_requires_grad, grad);
+        neg = conj = grad = NULL;
+    }
+    n4p_unlock(&st->torch_mu);
+    Py_XDECREF(neg);
+    Py_XDECREF(conj);
+    Py_XDECREF(grad);
+#else
     st->torch_is_neg = neg;
     st->torch_is_conj = conj;
     st->torch_requires_grad = grad;
+#endif
     return 0;
 }
 
@@ -1261,6 +1307,40 @@ static int
 kind_of(n4p_state *st, PyTypeObject *tp, const n4p_dlexchange_api **api, int *torch)
 {
     PyObject *v;
+#if N4P_FREE_THREADED
+    /* Threads run at once: no one-entry cache (two words no two stores can
+     * change together), and a strong reference to the dict's value, which
+     * another thread may drop (a cache cleared at KIND_CACHE_MAX entries, a
+     * racing classification's entry).  The dict locks itself; the kinds are
+     * small ints (immortal: no reference count is written). */
+    int got = n4p_dict_get_ref(st->buffer_kinds, (PyObject *)tp, &v);
+    if (got < 0)
+        return -1;
+    if (got == 0) {
+        if ((v = classify(st, tp)) == NULL)
+            return -1;
+        if (PyDict_GET_SIZE(st->buffer_kinds) >= KIND_CACHE_MAX)
+            PyDict_Clear(st->buffer_kinds);
+        if (PyDict_SetItem(st->buffer_kinds, (PyObject *)tp, v) < 0) {
+            Py_DECREF(v);
+            return -1;
+        }
+    }
+    PyObject *held = v;
+    int kind = 0;
+    if (PyTuple_CheckExact(v)) {
+        *torch = 1;
+        v = PyTuple_GET_ITEM(v, 0);
+    }
+    if (PyLong_CheckExact(v))
+        kind = (int)PyLong_AsLong(v);
+    else if ((*api = exchange_table(v)) == NULL) { /* the producer's table: static data */
+        PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API table vanished");
+        kind = -1;
+    }
+    Py_DECREF(held);
+    return kind;
+#else
     if ((PyObject *)tp == st->last_buffer_type) {
         /* the usual case: the same array type as last time */
         v = st->last_buffer_kind;
@@ -1291,6 +1371,7 @@ found:
         return -1;
     }
     return 0;
+#endif
 }
 
 /* Probe the instance for a protocol the type does not declare. */
@@ -1318,7 +1399,7 @@ from_probe(const ctx_t *c, PyObject *obj, n4p_buffer *out)
 static int
 resolve_object(const ctx_t *c, PyObject *obj, n4p_buffer *out)
 {
-    if (Py_TYPE(obj) == c->st->ndarray.type && !c->general &&
+    if (Py_TYPE(obj) == N4P_FT_LOAD(&c->st->ndarray.type) && !c->general &&
         n4p_ndarray_read(&c->st->ndarray, obj, c->writable, out))
         return 0;
     const n4p_dlexchange_api *api = NULL;

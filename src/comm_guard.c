@@ -74,10 +74,13 @@ int
 n4p_comm_check_valid(PyObject *mod, commobj *self, const char *op)
 {
     if (n4p_trace_check(mod, self->trace, &N4P_HANDLE(self), op) < 0) {
-        self->comm = NULL; /* the watchdog aborted it */
+        N4P_FT_STORE(&self->comm, NULL); /* the watchdog aborted it */
         return -1;
     }
-    if (self->comm == NULL && (self->comm = N4P_HANDLE(self)) == NULL) { /* filled since? */
+    if (N4P_FT_LOAD(&self->comm) == NULL) { /* filled since? */
+        N4P_FT_STORE(&self->comm, (ncclComm_t)n4p_slot_get(&self->handle));
+    }
+    if (N4P_FT_LOAD(&self->comm) == NULL) {
         n4p_comm_invalid(mod, "Cannot %s: Communicator not initialized", op);
         return -1;
     }
@@ -203,7 +206,7 @@ n4p_comm_acquire(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssi
 PyObject *
 n4p_comm_release(commobj *self, PyObject *Py_UNUSED(unused))
 {
-    if (self->owner_depth > 0 && atomic_load(&self->owner) == PyThread_get_thread_ident())
+    if (atomic_load(&self->owner) == PyThread_get_thread_ident() && self->owner_depth > 0)
         n4p_comm_leave(self);
     Py_RETURN_NONE;
 }
@@ -226,7 +229,7 @@ n4p_comm_take_handle(commobj *self, PyTypeObject *cls, PyObject *const *args, Py
     int is_abort = nargs > 0 ? PyObject_IsTrue(args[0]) : 0;
     if (is_abort < 0)
         return NULL;
-    ncclComm_t h = N4P_HANDLE(self);
+    ncclComm_t h = (ncclComm_t)n4p_slot_get(&self->handle);
     if (h == NULL)
         return PyLong_FromLong(0);
     if (self->pid == n4p_current_pid && n4p_trace_take(self->trace)) {
@@ -240,14 +243,28 @@ n4p_comm_take_handle(commobj *self, PyTypeObject *cls, PyObject *const *args, Py
         return PyLong_FromLong(0);
     }
     if (!is_abort) {
-        if (atomic_load(&self->owner) != 0 || atomic_load(&self->active) > 0) {
+        /* destroy takes the owner word for its check and its nulling, so that
+         * no call can enter between them (with threads running at once; with
+         * a GIL no other thread runs here anyway) */
+        unsigned long expected = 0;
+        if (!atomic_compare_exchange_strong(&self->owner, &expected,
+                                            PyThread_get_thread_ident()) ||
+            atomic_load(&self->active) > 0) {
+            if (expected == 0)
+                atomic_store(&self->owner, 0);
             n4p_comm_busy(mod, "destroy", "a call on it has not returned; abort() interrupts it");
             return NULL;
         }
-        if (atomic_load(&self->pending) > 0)
+        if (atomic_load(&self->pending) > 0) {
+            atomic_store(&self->owner, 0);
             return n4p_comm_invalid(mod, "Cannot destroy: calls on this communicator are "
                                     "queued in an open group and run at its end; end the "
                                     "group (group_end) first, or abort()");
+        }
+        n4p_comm_set(self, NULL);
+        n4p_comm_reset_cache(self);
+        atomic_store(&self->owner, 0);
+        return PyLong_FromVoidPtr(h);
     }
     n4p_comm_set(self, NULL);
     n4p_comm_reset_cache(self);

@@ -218,13 +218,15 @@ coll_config(PyObject *mod, PyObject *config, n4p_job *j)
         return 0;
     }
     Py_XDECREF(low);
-    if (st->coll_config_materialize == NULL) { /* nccl.core.coll_config not imported: */
+    PyObject *materialize = n4p_registered(st, &st->coll_config_materialize);
+    if (materialize == NULL) { /* nccl.core.coll_config not imported: */
         PyErr_Format(PyExc_TypeError, /* no NCCLCollConfig exists */
                      "config must be an NCCLCollConfig or None, not %.100s",
                      Py_TYPE(config)->tp_name);
         return -1;
     }
-    j->config = PyObject_CallOneArg(st->coll_config_materialize, config);
+    j->config = PyObject_CallOneArg(materialize, config);
+    Py_DECREF(materialize);
     if (j->config == NULL)
         return -1;
     PyObject *cfg = j->config;
@@ -456,7 +458,7 @@ cb_init(commobj *self, PyObject *args, PyObject *kwds)
 static PyObject *
 cb_get_ptr(commobj *self, void *Py_UNUSED(c))
 {
-    return PyLong_FromVoidPtr(N4P_HANDLE(self));
+    return PyLong_FromVoidPtr(n4p_slot_get(&self->handle));
 }
 
 static PyObject *
@@ -468,7 +470,7 @@ cb_get_address(commobj *self, void *Py_UNUSED(c))
 static PyObject *
 cb_get_is_valid(commobj *self, void *Py_UNUSED(c))
 {
-    return PyBool_FromLong(N4P_HANDLE(self) != NULL);
+    return PyBool_FromLong(n4p_slot_get(&self->handle) != NULL);
 }
 
 static PyObject *
@@ -526,7 +528,8 @@ cb_trace_setup(commobj *self, PyTypeObject *cls, PyObject *const *args, Py_ssize
     PyObject *mod = PyType_GetModule(cls);
     if (mod == NULL)
         return NULL;
-    self->comm = N4P_HANDLE(self); /* the abort flag is cleared: see communicator.h */
+    /* the abort flag is cleared: see communicator.h */
+    N4P_FT_STORE(&self->comm, (ncclComm_t)n4p_slot_get(&self->handle));
     return n4p_trace_setup(mod, &self->trace, &self->owner, self->comm, args, nargs, kwnames);
 }
 

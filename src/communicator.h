@@ -41,12 +41,12 @@ typedef struct {
  * Everything else that sets the handle sets both (n4p_comm_set).  The
  * library only ever fills a null slot (nccl.core hands _comm_address only
  * to the creating call of a null communicator). */
-#define N4P_HANDLE(self) (*(ncclComm_t *)(self)->handle.at)
+#define N4P_HANDLE(self) (*(ncclComm_t *)N4P_FT_LOAD(&(self)->handle.at))
 static inline void
 n4p_comm_set(commobj *self, ncclComm_t h)
 {
-    self->comm = h;
-    N4P_HANDLE(self) = h;
+    N4P_FT_STORE(&self->comm, h);
+    n4p_slot_set(&self->handle, h);
 }
 
 /* One library call of a collective or point-to-point method, as the library
@@ -116,21 +116,31 @@ int n4p_comm_check_valid(PyObject *mod, commobj *self, const char *op);
 /* NcclInvalid "in use by another thread (why)"; returns -1. */
 int n4p_comm_busy(PyObject *mod, const char *op, const char *why);
 
+/* Whether a call must go through n4p_comm_check_valid first. */
+#define N4P_COMM_NEEDS_CHECK(self)                                                         \
+    (N4P_FT_LOAD(&(self)->comm) == NULL || (self)->pid != n4p_current_pid ||               \
+     (self)->trace != NULL)
+
 /* Become the thread inside a call on self (-1 with NcclInvalid when another
  * thread is, or self is not usable here); a call from inside a call of the
  * same thread nests.  n4p_comm_leave ends it. */
 static inline int
 n4p_comm_enter(PyObject *mod, commobj *self, const char *op)
 {
-    if ((self->comm == NULL || self->pid != n4p_current_pid || self->trace != NULL) &&
-        n4p_comm_check_valid(mod, self, op) < 0)
+#if !N4P_FREE_THREADED
+    if (N4P_COMM_NEEDS_CHECK(self) && n4p_comm_check_valid(mod, self, op) < 0)
         return -1;
+#endif
     unsigned long me = PyThread_get_thread_ident();
     unsigned long expected = 0;
     if (!atomic_compare_exchange_strong_explicit(&self->owner, &expected, me,
                                                  memory_order_acquire, memory_order_relaxed)) {
         if (expected != me)
             return n4p_comm_busy(mod, op, "a call on it has not returned");
+#if N4P_FREE_THREADED
+        if (N4P_COMM_NEEDS_CHECK(self) && n4p_comm_check_valid(mod, self, op) < 0)
+            return -1;
+#endif
         self->owner_depth++;
         return 0;
     }
@@ -139,6 +149,17 @@ n4p_comm_enter(PyObject *mod, commobj *self, const char *op)
         atomic_store_explicit(&self->owner, 0, memory_order_release);
         return n4p_comm_busy(mod, op, "a group with calls on it is ending");
     }
+#if N4P_FREE_THREADED
+    /* With threads running at once the checks run once the owner word is
+     * taken: destroy() takes it too, so no other thread can null the handle
+     * (nor copy a stale one back from the slot) between the check and the
+     * call. */
+    if (N4P_COMM_NEEDS_CHECK(self) && n4p_comm_check_valid(mod, self, op) < 0) {
+        self->owner_depth = 0;
+        atomic_store_explicit(&self->owner, 0, memory_order_release);
+        return -1;
+    }
+#endif
     return 0;
 }
 

@@ -42,11 +42,11 @@ h_init(handleobj *self, PyObject *args, PyObject *kwds)
     void *p = NULL;
     if (v != NULL && n4p_arg_ptr(v, "handle", &p) < 0)
         return -1;
-    if (self->slot.at != &self->slot.own) { /* __init__ again on an object with a cell */
-        *self->slot.at = p;
+    if (N4P_FT_LOAD(&self->slot.at) != &self->slot.own) { /* __init__ again, with a cell */
+        n4p_slot_set(&self->slot, p);
         return 0;
     }
-    self->slot.own = p;
+    n4p_slot_set(&self->slot, p);
     self->owner = NULL;
     return 0;
 }
@@ -73,7 +73,7 @@ h_dealloc(handleobj *self)
 static PyObject *
 h_int(handleobj *self)
 {
-    return PyLong_FromSsize_t((Py_ssize_t)(intptr_t)*self->slot.at);
+    return PyLong_FromSsize_t((Py_ssize_t)(intptr_t)n4p_slot_get(&self->slot));
 }
 
 static PyObject *
@@ -91,14 +91,14 @@ h_get_slot(handleobj *self, void *Py_UNUSED(c))
 static int
 h_bool(handleobj *self)
 {
-    return *self->slot.at != NULL;
+    return n4p_slot_get(&self->slot) != NULL;
 }
 
 static PyObject *
 h_repr(handleobj *self)
 {
     return PyUnicode_FromFormat("<%s handle=%p object at %p>", Py_TYPE(self)->tp_name,
-                                *self->slot.at, (void *)self);
+                                n4p_slot_get(&self->slot), (void *)self);
 }
 
 static Py_hash_t
@@ -284,7 +284,7 @@ static PyType_Spec handle_specs[N4P_H_COUNT] = {
 void **
 n4p_handle_slot(PyObject *o)
 {
-    return ((handleobj *)o)->slot.at;
+    return N4P_FT_LOAD(&((handleobj *)o)->slot.at);
 }
 
 PyObject *

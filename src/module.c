@@ -31,9 +31,13 @@ n4p_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     for (size_t i = 0; i < sizeof registrable / sizeof registrable[0]; i++)
         if (strcmp(name, registrable[i].name) == 0) {
-            PyObject **slot = (PyObject **)(void *)((char *)n4p_get_state(mod) +
-                                                    registrable[i].offset);
-            Py_XSETREF(*slot, Py_NewRef(args[1]));
+            n4p_state *st = n4p_get_state(mod);
+            PyObject **slot = (PyObject **)(void *)((char *)st + registrable[i].offset);
+            n4p_lock(&st->registered_mu); /* readers take it: n4p_registered */
+            PyObject *old = *slot;
+            *slot = Py_NewRef(args[1]);
+            n4p_unlock(&st->registered_mu);
+            Py_XDECREF(old);
             Py_RETURN_NONE;
         }
     PyErr_Format(PyExc_ValueError, "_register: no slot named %R", args[0]);
@@ -215,11 +219,19 @@ module_free(void *mod)
  * interpreters a thread runs.  So importing the module in an interpreter
  * with its own GIL is refused with ImportError.
  *
- * The GIL.  The module relies on it: the per-type caches of buffer.c and
- * stream.c, the communicator's call guard and the group keep list are
- * touched without locks of their own, and no free-threaded build has run the
- * thread tests (none is available here).  So Py_MOD_GIL_USED: a
- * free-threaded interpreter re-enables the GIL when it imports the module.
+ * The GIL.  The module does not rely on it: on a free-threaded build
+ * (3.13t and later) its C code runs in several threads at once, and every
+ * piece of shared mutable state is protected without it (ftcompat.h; the
+ * list is in docs/architecture.md, "Threads"): the per-type caches of
+ * buffer.c and stream.c hand out strong references (no one-entry cache
+ * there), the ndarray fast path publishes its tables with release order
+ * under a mutex, a slot moves to its cell under slot.c's mutex, destroy()
+ * takes the communicator's owner word, the registered objects are read
+ * under a mutex, the trace settings load once under one; what was already
+ * a lock or an atomic (the lazy libraries, the watchdog's registry and
+ * ring, the owner word, the group counters) or per-thread (group depth and
+ * keep list, the current trace entry) stays.  So Py_MOD_GIL_NOT_USED:
+ * importing the module leaves the GIL off (tests/test_free_threading.py).
  */
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, module_exec},
@@ -227,7 +239,7 @@ static PyModuleDef_Slot module_slots[] = {
     {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_SUPPORTED},
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
-    {Py_mod_gil, Py_MOD_GIL_USED},
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
 #endif
     {0, NULL},
 };

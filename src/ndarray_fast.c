@@ -151,6 +151,19 @@ check(PyObject *mod, PyTypeObject *tp, PyObject *samples, n4p_ndarray_fast *f, i
     return float32 ? NULL : "no float32 sample took the fast path";
 }
 
+/* The fast path's table (all but `tried` and `mu`): the caller holds src's
+ * mutex, under which every one of these fields is written. */
+static void
+copy_table(n4p_ndarray_fast *dst, const n4p_ndarray_fast *src)
+{
+    dst->type = src->type;
+    dst->off = src->off;
+    memcpy(dst->dtype_of, src->dtype_of, sizeof dst->dtype_of);
+    dst->nuser = src->nuser;
+    memcpy(dst->user_type, src->user_type, sizeof dst->user_type);
+    memcpy(dst->user_dtype, src->user_dtype, sizeof dst->user_dtype);
+}
+
 PyObject *
 n4p_py_ndarray_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -159,7 +172,7 @@ n4p_py_ndarray_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     n4p_state *st = n4p_get_state(mod);
-    if (st->ndarray.type != NULL)
+    if (N4P_FT_LOAD(&st->ndarray.type) != NULL)
         return PyBool_FromLong(1); /* on already: the check ran once */
     PyTypeObject *tp = (PyTypeObject *)args[0];
     n4p_ndarray_fast f;
@@ -172,33 +185,53 @@ n4p_py_ndarray_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(samples);
     if (interrupted)
         return NULL;
-    st->ndarray.tried = 1;
-    st->ndarray.off = off;
-    if (off == NULL) {
-        memcpy(st->ndarray.dtype_of, f.dtype_of, sizeof f.dtype_of);
-        st->ndarray.type = (PyTypeObject *)Py_NewRef((PyObject *)tp);
+    /* the table is written before the type that turns the fast path on is
+     * published; a check another thread finished first stays */
+    n4p_lock(&st->ndarray.mu);
+    int on = st->ndarray.type != NULL;
+    if (!on) {
+        N4P_FT_STORE(&st->ndarray.tried, 1);
+        st->ndarray.off = off;
+        if (off == NULL) {
+            memcpy(st->ndarray.dtype_of, f.dtype_of, sizeof f.dtype_of);
+            N4P_FT_STORE(&st->ndarray.type, (PyTypeObject *)Py_NewRef((PyObject *)tp));
+            on = 1;
+        }
     }
-    return PyBool_FromLong(off == NULL);
+    n4p_unlock(&st->ndarray.mu);
+    return PyBool_FromLong(on);
 }
 
 void
 n4p_ndarray_learn(n4p_ndarray_fast *f, PyObject *obj, int writable, const n4p_buffer *got)
 {
-    if (f->type == NULL || Py_TYPE(obj) != f->type)
+    PyTypeObject *type = N4P_FT_LOAD(&f->type);
+    if (type == NULL || Py_TYPE(obj) != type)
         return; /* the layout is read only on an object of the checked type */
     const n4p_npy_array *v = (const n4p_npy_array *)obj;
     const int tn = v->descr->type_num;
-    if (tn < N4P_NPY_USERDEF ||
-        f->nuser >= N4P_NDARRAY_USER || n4p_ndarray_user(f, (unsigned)tn) != 0 ||
+    if (tn < N4P_NPY_USERDEF || n4p_ndarray_user(f, (unsigned)tn) != 0 ||
         got->dtype < 0 || got->dtype >= ncclNumTypes || !native_order(v))
         return;
-    f->user_type[f->nuser] = tn;
-    f->user_dtype[f->nuser] = (signed char)(got->dtype + 1);
-    f->nuser++;
-    answer q;
-    if (!fast(f, obj, writable, &q) || q.ptr != got->ptr || q.count != got->count ||
-        q.dtype != got->dtype || q.readonly != got->readonly)
-        f->nuser--; /* not the general path's answer: that type stays there */
+    /* Tried on a copy (other threads read f meanwhile), then appended: an
+     * entry below nuser never changes, and nuser is published after it. */
+    n4p_lock(&f->mu);
+    int n = f->nuser;
+    if (n < N4P_NDARRAY_USER && n4p_ndarray_user(f, (unsigned)tn) == 0) {
+        n4p_ndarray_fast trial;
+        copy_table(&trial, f);
+        trial.user_type[n] = tn;
+        trial.user_dtype[n] = (signed char)(got->dtype + 1);
+        trial.nuser = n + 1;
+        answer q;
+        if (fast(&trial, obj, writable, &q) && q.ptr == got->ptr && q.count == got->count &&
+            q.dtype == got->dtype && q.readonly == got->readonly) {
+            f->user_type[n] = tn;
+            f->user_dtype[n] = (signed char)(got->dtype + 1);
+            N4P_FT_STORE(&f->nuser, n + 1);
+        } /* else not the general path's answer: that type stays there */
+    }
+    n4p_unlock(&f->mu);
 }
 
 int
@@ -214,36 +247,64 @@ n4p_init_ndarray(PyObject *Py_UNUSED(mod), n4p_state *Py_UNUSED(st))
     return 0;
 }
 
+/* Take the check: 1 when this thread runs it (tried was 0), 0 when it has
+ * run or another thread is running it (that thread uses the general path
+ * meanwhile). */
+static int
+take_check(n4p_ndarray_fast *f)
+{
+#if N4P_FREE_THREADED
+    int expected = 0;
+    return __atomic_compare_exchange_n(&f->tried, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+#else
+    if (f->tried)
+        return 0;
+    f->tried = 1;
+    return 1;
+#endif
+}
+
 int
 n4p_ndarray_classified(n4p_state *st, PyTypeObject *tp)
 {
-    if (st->ndarray.tried || strcmp(tp->tp_name, "numpy.ndarray") != 0)
+    if (N4P_FT_LOAD(&st->ndarray.tried) || strcmp(tp->tp_name, "numpy.ndarray") != 0 ||
+        !take_check(&st->ndarray)) /* the samples are classified while it runs */
         return 0;
-    if (st->ndarray_check == NULL) { /* it registered into another instance of this module */
-        st->ndarray.tried = 1;
+    PyObject *check_fn = n4p_registered(st, &st->ndarray_check);
+    if (check_fn == NULL) { /* it registered into another instance of this module */
+        n4p_lock(&st->ndarray.mu);
         st->ndarray.off = "nccl._ndarray_check.register is not registered in this module";
+        n4p_unlock(&st->ndarray.mu);
         return 0;
     }
-    st->ndarray.tried = 1; /* the samples are classified while it runs */
-    PyObject *r = PyObject_CallOneArg(st->ndarray_check, (PyObject *)tp);
+    PyObject *r = PyObject_CallOneArg(check_fn, (PyObject *)tp);
+    Py_DECREF(check_fn);
     if (r != NULL) {
         Py_DECREF(r);
         return 0;
     }
     if (!PyErr_ExceptionMatches(PyExc_Exception)) {
-        st->ndarray.tried = 0; /* asked again at the next classification */
+        N4P_FT_STORE(&st->ndarray.tried, 0); /* asked again at the next classification */
         return -1;
     }
     PyErr_Clear();
+    n4p_lock(&st->ndarray.mu);
     if (st->ndarray.type == NULL)
         st->ndarray.off = "nccl._ndarray_check.register() raised";
+    n4p_unlock(&st->ndarray.mu);
     return 0;
 }
 
 PyObject *
 n4p_py_ndarray_fast_info(PyObject *mod, PyObject *Py_UNUSED(unused))
 {
-    const n4p_ndarray_fast *f = &n4p_get_state(mod)->ndarray;
+    n4p_ndarray_fast *live = &n4p_get_state(mod)->ndarray, copy;
+    n4p_lock(&live->mu); /* a consistent copy: the writers hold mu */
+    copy_table(&copy, live);
+    copy.tried = N4P_FT_LOAD(&live->tried); /* the one field written without mu */
+    n4p_unlock(&live->mu);
+    const n4p_ndarray_fast *f = &copy;
     PyObject *dtypes = PyDict_New();
     if (dtypes == NULL)
         return NULL;

@@ -68,7 +68,8 @@ typedef struct {
 static inline int
 n4p_ndarray_user(const n4p_ndarray_fast *f, unsigned tn)
 {
-    for (int i = 0; i < f->nuser; i++)
+    const int n = N4P_FT_LOAD(&f->nuser); /* entries below it are written */
+    for (int i = 0; i < n; i++)
         if ((unsigned)f->user_type[i] == tn)
             return f->user_dtype[i];
     return 0;

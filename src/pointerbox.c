@@ -13,7 +13,7 @@ typedef struct {
 } pbox;
 
 /* The value as the signed int it reads as (intptr_t). */
-#define PTR(self) ((intptr_t)*(self)->slot.at)
+#define PTR(self) ((intptr_t)n4p_slot_get(&(self)->slot))
 
 static PyObject *
 pb_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
@@ -34,7 +34,7 @@ pb_init(pbox *self, PyObject *args, PyObject *kwds)
     void *p = NULL;
     if (v != NULL && n4p_arg_ptr(v, "ptr", &p) < 0)
         return -1;
-    *self->slot.at = p;
+    n4p_slot_set(&self->slot, p);
     return 0;
 }
 
@@ -68,7 +68,7 @@ pb_bool(pbox *self)
 static PyObject *
 pb_repr(pbox *self)
 {
-    return PyUnicode_FromFormat("<PointerBox ptr=%p>", *self->slot.at);
+    return PyUnicode_FromFormat("<PointerBox ptr=%p>", n4p_slot_get(&self->slot));
 }
 
 static PyObject *
@@ -100,7 +100,7 @@ pb_set_ptr(pbox *self, PyObject *v, void *Py_UNUSED(c))
     void *p;
     if (n4p_arg_ptr(v, "ptr", &p) < 0)
         return -1;
-    *self->slot.at = p;
+    n4p_slot_set(&self->slot, p);
     return 0;
 }
 

@@ -69,24 +69,50 @@ unlink_escaped(cell *c)
 void **
 n4p_slot_out(n4p_slot *s)
 {
-    if (s->at == &s->own) {
-        cell *c = PyMem_RawCalloc(1, sizeof(cell));
-        if (c == NULL) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-        c->value = s->own;
-        s->at = &c->value;
+    void **at = N4P_FT_LOAD(&s->at);
+    if (at != &s->own)
+        return at;
+    cell *c = PyMem_RawCalloc(1, sizeof(cell));
+    if (c == NULL) {
+        PyErr_NoMemory();
+        return NULL;
     }
-    return s->at;
+#if N4P_FREE_THREADED
+    /* another thread may move it too, or set the value meanwhile: one move,
+     * and no set lost (n4p_slot_set takes mu as well) */
+    pthread_mutex_lock(&mu);
+    if (s->at == &s->own) {
+        c->value = s->own;
+        N4P_FT_STORE(&s->at, &c->value);
+        c = NULL;
+    }
+    at = s->at;
+    pthread_mutex_unlock(&mu);
+    PyMem_RawFree(c);
+#else
+    c->value = s->own;
+    at = s->at = &c->value;
+#endif
+    return at;
 }
+
+#if N4P_FREE_THREADED
+void
+n4p_slot_set(n4p_slot *s, void *value)
+{
+    pthread_mutex_lock(&mu);
+    N4P_FT_STORE(s->at, value);
+    pthread_mutex_unlock(&mu);
+}
+#endif
 
 void
 n4p_slot_lent(n4p_slot *s, ncclResult_t r)
 {
-    if (s->at != &s->own && (r == ncclInProgress || n4p_group_depth() > 0)) {
+    void **at = N4P_FT_LOAD(&s->at);
+    if (at != &s->own && (r == ncclInProgress || n4p_group_depth() > 0)) {
         pthread_mutex_lock(&mu);
-        ((cell *)s->at)->state |= LENT;
+        ((cell *)at)->state |= LENT;
         pthread_mutex_unlock(&mu);
     }
 }
@@ -94,9 +120,10 @@ n4p_slot_lent(n4p_slot *s, ncclResult_t r)
 PyObject *
 n4p_slot_address(n4p_slot *s)
 {
-    if (n4p_slot_out(s) == NULL)
+    void **at = n4p_slot_out(s);
+    if (at == NULL)
         return NULL;
-    cell *c = (cell *)s->at;
+    cell *c = (cell *)at;
     pthread_mutex_lock(&mu);
     if (!(c->state & ESCAPED)) {
         cell **b = bucket(c);
@@ -109,7 +136,7 @@ n4p_slot_address(n4p_slot *s)
         n_escaped++;
     }
     pthread_mutex_unlock(&mu);
-    return PyLong_FromVoidPtr(s->at);
+    return PyLong_FromVoidPtr(at);
 }
 
 void

@@ -21,6 +21,26 @@ n4p_slot_init(n4p_slot *s, void *value)
     s->at = &s->own;
 }
 
+/* The value, and setting it (both atomic on a free-threaded build, where
+ * the value may move to a cell while another thread reads or sets it: the
+ * move and every set take slot.c's mutex there; with a GIL these are the
+ * plain load and store). */
+static inline void *
+n4p_slot_get(n4p_slot *s)
+{
+    void **at = N4P_FT_LOAD(&s->at);
+    return N4P_FT_LOAD(at);
+}
+#if N4P_FREE_THREADED
+void n4p_slot_set(n4p_slot *s, void *value);
+#else
+static inline void
+n4p_slot_set(n4p_slot *s, void *value)
+{
+    *s->at = value;
+}
+#endif
+
 /* The slot's address for the library, from a creating function that passes
  * it as the out-parameter: the value moves to a cell first (NULL with
  * MemoryError when there is no memory for one). */

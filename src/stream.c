@@ -163,20 +163,34 @@ classify(n4p_state *st, PyTypeObject *tp)
     return PyLong_FromLong(S_PROBE);
 }
 
-/* Borrowed cache value for tp, NULL on error. */
+/* The cache value for tp, NULL on error: borrowed with a GIL (no other
+ * thread runs until it is used), a new reference on a free-threaded build
+ * (another thread may clear the cache meanwhile); N4P_FT_UNREF it. */
 static PyObject *
 kind_of(n4p_state *st, PyTypeObject *tp)
 {
+#if N4P_FREE_THREADED
+    PyObject *v;
+    int got = n4p_dict_get_ref(st->stream_kinds, (PyObject *)tp, &v);
+    if (got != 0)
+        return v;
+#else
     PyObject *v = PyDict_GetItemWithError(st->stream_kinds, (PyObject *)tp);
     if (v != NULL || PyErr_Occurred())
         return v;
+#endif
     if ((v = classify(st, tp)) == NULL)
         return NULL;
     if (PyDict_GET_SIZE(st->stream_kinds) >= KIND_CACHE_MAX)
         PyDict_Clear(st->stream_kinds);
-    int r = PyDict_SetItem(st->stream_kinds, (PyObject *)tp, v);
-    Py_DECREF(v);
-    return r < 0 ? NULL : v;
+    if (PyDict_SetItem(st->stream_kinds, (PyObject *)tp, v) < 0) {
+        Py_DECREF(v);
+        return NULL;
+    }
+#if !N4P_FREE_THREADED
+    Py_DECREF(v); /* the dict holds it */
+#endif
+    return v;
 }
 
 /* Look for the protocol or an attribute on the instance. */
@@ -215,13 +229,17 @@ n4p_stream_resolve(PyObject *mod, PyObject *obj, void **out)
     PyObject *v = kind_of(st, Py_TYPE(obj));
     if (v == NULL)
         return -1;
+    int r;
     if (PyUnicode_CheckExact(v))
-        return from_attribute(obj, v, out);
-    switch (PyLong_AsLong(v)) {
-    case S_PROTOCOL: return from_protocol(st, obj, out);
-    case S_INT: return handle_value(obj, obj, "int()", out);
-    default: return from_probe(st, obj, out);
-    }
+        r = from_attribute(obj, v, out);
+    else
+        switch (PyLong_AsLong(v)) {
+        case S_PROTOCOL: r = from_protocol(st, obj, out); break;
+        case S_INT: r = handle_value(obj, obj, "int()", out); break;
+        default: r = from_probe(st, obj, out);
+        }
+    N4P_FT_UNREF(v);
+    return r;
 }
 
 PyObject *

@@ -246,8 +246,8 @@ static const layout_t layouts[] = {
 static int
 library_version(PyObject *mod, unsigned int *out)
 {
-    static int cached = -1;
-    if (cached < 0) {
+    static int cached = -1; /* threads that race here store the same value */
+    if (N4P_FT_LOAD(&cached) < 0) {
         ncclGetVersion_fn fn = (ncclGetVersion_fn)n4p_fn(mod, N4P_IDX_ncclGetVersion);
         if (fn == NULL)
             return -1;
@@ -260,9 +260,9 @@ library_version(PyObject *mod, unsigned int *out)
             n4p_raise_status(mod, r);
             return -1;
         }
-        cached = v < 0 ? 0 : v;
+        N4P_FT_STORE(&cached, v < 0 ? 0 : v);
     }
-    *out = (unsigned int)cached;
+    *out = (unsigned int)N4P_FT_LOAD(&cached);
     return 0;
 }
 

@@ -28,8 +28,12 @@
 #include "gpu_runtime.h"
 
 n4p_trace_settings n4p_tsettings;
+/* Threads: the settings are read once, under settings_mu (a PyMutex on a
+ * free-threaded build: it is held while exceptions are made), and published
+ * by settings_loaded (release order); they never change afterwards. */
 static int settings_loaded;
-static int next_index; /* communicators traced by this process so far (GIL) */
+static n4p_mutex settings_mu;
+static atomic_int next_index; /* communicators traced by this process so far */
 _Thread_local n4p_trace_entry *n4p_trace_cur;
 
 #define MAX_BUFFER 10000000L
@@ -147,11 +151,22 @@ check_trace_dir(const char *dir)
     return 0;
 }
 
+static int settings_load_locked(void);
+
 int
 n4p_trace_settings_load(PyObject *Py_UNUSED(mod))
 {
-    if (settings_loaded)
+    if (N4P_FT_LOAD(&settings_loaded))
         return 0;
+    n4p_lock(&settings_mu);
+    int r = settings_loaded ? 0 : settings_load_locked();
+    n4p_unlock(&settings_mu);
+    return r;
+}
+
+static int
+settings_load_locked(void)
+{
     n4p_trace_settings s = {0};
     long log = 0;
     if (env_long("NCCL4PY_TRACE_BUFFER", 0, MAX_BUFFER, 2000,
@@ -178,7 +193,7 @@ n4p_trace_settings_load(PyObject *Py_UNUSED(mod))
         s.log_file = f;
     }
     n4p_tsettings = s;
-    settings_loaded = 1;
+    N4P_FT_STORE(&settings_loaded, 1);
     Py_BEGIN_ALLOW_THREADS
     calibrate();
     Py_END_ALLOW_THREADS
@@ -205,7 +220,7 @@ trace_new(ncclComm_t comm, atomic_ulong *owner)
     pthread_mutex_init(&t->mu, NULL);
     atomic_store(&t->comm, comm);
     t->owner = owner;
-    t->index = next_index++;
+    t->index = atomic_fetch_add_explicit(&next_index, 1, memory_order_relaxed);
     t->gpu = n4p_library_kind != N4P_LIB_HOST;
     t->timeout_ns = (int64_t)(n4p_tsettings.timeout * 1e9);
     t->rank = t->nranks = -1;
@@ -265,7 +280,9 @@ n4p_trace_begin(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t
     atomic_store_explicit(&t->comm, comm, memory_order_relaxed);
     t->rank = rank;
     t->nranks = nranks;
-    n4p_trace_entry *e = &t->ring[t->n++ % t->cap];
+    uint64_t at = t->n; /* written by the calling thread only; the watchdog reads it */
+    __atomic_store_n(&t->n, at + 1, __ATOMIC_RELEASE);
+    n4p_trace_entry *e = &t->ring[at % t->cap];
     e->op = op;
     e->p2p = p2p != 0;
     e->seq = e->p2p ? ++t->p2p_seq : ++t->seq;
@@ -445,7 +462,7 @@ n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *
     if (e->status < 0) { /* refused before the library: not a call */
         atomic_store_explicit(&e->state, N4P_TS_FREE, memory_order_release);
         if (&t->ring[(t->n - 1) % t->cap] == e) { /* the last one (no nested call since) */
-            t->n--;
+            __atomic_store_n(&t->n, t->n - 1, __ATOMIC_RELEASE);
             if (e->p2p)
                 t->p2p_seq--;
             else
@@ -641,7 +658,7 @@ n4p_trace_write(n4p_trace *t, const char *path, const char *reason)
     }
     pthread_mutex_unlock(&t->mu);
     fputs(",\n  \"entries\": [", f);
-    uint64_t n = t->n, first = n > t->cap ? n - t->cap : 0;
+    uint64_t n = __atomic_load_n(&t->n, __ATOMIC_ACQUIRE), first = n > t->cap ? n - t->cap : 0;
     int any = 0;
     for (uint64_t i = first; i < n; i++) {
         const n4p_trace_entry *e = &t->ring[i % t->cap];

@@ -40,6 +40,9 @@
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static n4p_trace *registry;
+/* Threads may start communicators at once (free-threaded builds): the start
+ * is serialized by start_mu (no Python code runs under it). */
+static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
 static int started;
 static sem_t wake;
 static atomic_int dump_requested;
@@ -91,7 +94,7 @@ poll_events(n4p_trace *t, int64_t now)
                                                                              N4P_GPU_EVENT_QUERY);
     if (query == NULL)
         return;
-    uint64_t n = t->n, first = n > t->cap ? n - t->cap : 0;
+    uint64_t n = __atomic_load_n(&t->n, __ATOMIC_ACQUIRE), first = n > t->cap ? n - t->cap : 0;
     int64_t prev_end = 0;
     for (uint64_t i = first; i < n; i++) {
         n4p_trace_entry *e = &t->ring[i % t->cap];
@@ -184,7 +187,7 @@ n4p_watchdog_poll(n4p_trace *t, int64_t now)
     if (t->gpu)
         poll_events(t, now);
     n4p_trace_entry *oldest = NULL;
-    uint64_t n = t->n, first = n > t->cap ? n - t->cap : 0;
+    uint64_t n = __atomic_load_n(&t->n, __ATOMIC_ACQUIRE), first = n > t->cap ? n - t->cap : 0;
     for (uint64_t i = first; i < n && oldest == NULL; i++) {
         n4p_trace_entry *e = &t->ring[i % t->cap];
         if (in_flight(atomic_load_explicit(&e->state, memory_order_acquire)))
@@ -209,8 +212,11 @@ static int
 any_timeout(void)
 {
     int any = 0;
-    for (n4p_trace *t = registry; t != NULL && !any; t = t->next)
+    for (n4p_trace *t = registry; t != NULL && !any; t = t->next) {
+        pthread_mutex_lock(&t->mu); /* n4p_trace_setup writes it under t->mu */
         any = t->timeout_ns > 0;
+        pthread_mutex_unlock(&t->mu);
+    }
     return any;
 }
 
@@ -251,14 +257,24 @@ after_fork_child(void)
 {
     started = 0; /* the thread is not in the child; its communicators are unusable there */
     pthread_mutex_init(&registry_mu, NULL);
+    pthread_mutex_init(&start_mu, NULL);
 }
 
-/* Start the thread once (with the GIL held); 0 or errno. */
+static int start_locked(void);
+
+/* Start the thread once; 0 or errno. */
 int
 n4p_watchdog_start(void)
 {
-    if (started)
-        return 0;
+    pthread_mutex_lock(&start_mu);
+    int rc = started ? 0 : start_locked();
+    pthread_mutex_unlock(&start_mu);
+    return rc;
+}
+
+static int
+start_locked(void)
+{
     static int once;
     if (!once) {
         if (sem_init(&wake, 0, 0) != 0)

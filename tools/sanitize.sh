@@ -5,6 +5,16 @@
 #   tools/sanitize.sh                 the single-process and multi-rank suites
 #   tools/sanitize.sh TEST...         only these pytest paths / node ids
 #   SANITIZE_KEEP=1 tools/sanitize.sh keep the temporary copy (path printed)
+#   SANITIZER=thread PYTHON=/opt/python3.13t-tsan/bin/python3.13t \
+#       tools/sanitize.sh tests/test_free_threading.py tests/test_threads.py
+#                                     ThreadSanitizer instead: the extension and
+#                                     the host backend built with -fsanitize=thread
+#                                     (NCCL4PY_SANITIZE=thread), meant for a TSan
+#                                     build of a free-threaded interpreter
+#                                     (--disable-gil --with-thread-sanitizer); the
+#                                     reports CPython itself causes are suppressed
+#                                     by tools/tsan-suppressions.txt (each entry
+#                                     says why); any other report fails the run.
 #
 # Python itself is not instrumented, so the Python run uses detect_leaks=0;
 # leaks in the host backend are checked separately by its own C test under
@@ -15,6 +25,12 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 CC=${CC:-gcc}
+MODE=${SANITIZER:-address}
+case "$MODE" in
+    address) FLAG=1 ;;
+    thread) FLAG=thread ;;
+    *) echo "SANITIZER=$MODE: use address (the default) or thread" >&2; exit 2 ;;
+esac
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/nccl4py-sanitize.XXXXXX")
 cleanup() { [ -n "${SANITIZE_KEEP:-}" ] && echo "kept $WORK" || rm -rf "$WORK"; }
@@ -27,9 +43,41 @@ tar -C "$ROOT" --exclude=./.git --exclude=./build --exclude='./host/build' \
     --exclude=.benchmarks --exclude=.whl --exclude='*.egg-info' -cf - . | tar -C "$WORK/src" -xf -
 cd "$WORK/src"
 
-echo "== building with NCCL4PY_SANITIZE=1"
-NCCL4PY_SANITIZE=1 CC="$CC" "$PY" setup.py -q build_ext --inplace >"$WORK/logs/build.txt" 2>&1 \
+echo "== building with NCCL4PY_SANITIZE=$FLAG"
+NCCL4PY_SANITIZE=$FLAG CC="$CC" "$PY" setup.py -q build_ext --inplace >"$WORK/logs/build.txt" 2>&1 \
     || { cat "$WORK/logs/build.txt"; exit 1; }
+
+if [ "$MODE" = thread ]; then
+    LIBTSAN=$("$CC" -print-file-name=libtsan.so)
+    [ -e "$LIBTSAN" ] || { echo "sanitizer runtime not found: $LIBTSAN" >&2; exit 1; }
+    export LD_PRELOAD="$LIBTSAN"  # the same runtime a TSan interpreter links
+    export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:log_path=$WORK/logs/tsan:suppressions=$ROOT/tools/tsan-suppressions.txt"
+    export PYTHONPATH="$WORK/src${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONDONTWRITEBYTECODE=1
+    export NCCL4PY_SANITIZED_TREE="$WORK/src"
+    "$PY" - <<'PYEOF'
+import os, subprocess, nccl._nccl as m
+want = os.environ["NCCL4PY_SANITIZED_TREE"]
+assert m.__file__.startswith(want), (m.__file__, want)
+for f in (m.__file__, os.path.join(want, "nccl", "_lib", "libnccl4py_host.so")):
+    nm = subprocess.run(["nm", "-D", f], capture_output=True, text=True).stdout
+    assert "__tsan_" in nm, f"{f} is not instrumented"
+print("instrumented (TSan):", m.__file__)
+PYEOF
+    [ $# -gt 0 ] || set -- tests/test_free_threading.py tests/test_threads.py
+    echo "== pytest under TSan: $*"
+    rc=0
+    "$PY" -m pytest -q -p no:cacheprovider "$@" || rc=$?
+    reports=$(ls "$WORK"/logs/tsan.* 2>/dev/null || true)
+    if [ -n "$reports" ]; then
+        echo "== TSan reports:"
+        for f in $reports; do echo "--- $f"; head -80 "$f"; done
+        rc=1
+    fi
+    echo "TSan reports: $(echo -n "$reports" | grep -c . || true)"
+    [ $rc -eq 0 ] && echo "SANITIZE OK" || echo "SANITIZE FAILED ($rc)"
+    exit $rc
+fi
 
 LIBASAN=$("$CC" -print-file-name=libasan.so)
 LIBUBSAN=$("$CC" -print-file-name=libubsan.so)
