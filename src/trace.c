@@ -223,7 +223,8 @@ trace_new(ncclComm_t comm, atomic_ulong *owner)
     t->index = atomic_fetch_add_explicit(&next_index, 1, memory_order_relaxed);
     t->gpu = n4p_library_kind != N4P_LIB_HOST;
     t->timeout_ns = (int64_t)(n4p_tsettings.timeout * 1e9);
-    t->rank = t->nranks = -1;
+    N4P_TSET(t->rank, -1);
+    N4P_TSET(t->nranks, -1);
     n4p_watchdog_register(t);
     return t;
 }
@@ -278,21 +279,31 @@ n4p_trace_begin(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t
     if (t->cap == 0)
         return 0;
     atomic_store_explicit(&t->comm, comm, memory_order_relaxed);
-    t->rank = rank;
-    t->nranks = nranks;
+    N4P_TSET(t->rank, rank);
+    N4P_TSET(t->nranks, nranks);
     uint64_t at = t->n; /* written by the calling thread only; the watchdog reads it */
     __atomic_store_n(&t->n, at + 1, __ATOMIC_RELEASE);
     n4p_trace_entry *e = &t->ring[at % t->cap];
-    e->op = op;
-    e->p2p = p2p != 0;
-    e->seq = e->p2p ? ++t->p2p_seq : ++t->seq;
-    e->status = -1; /* not in the library (yet) */
-    e->dtype = e->redop = e->root = e->peer = -1;
-    e->count = e->recvcount = (size_t)-1;
-    e->sendbuf = e->recvbuf = NULL;
-    e->stream = NULL;
-    e->group_depth = n4p_group_depth();
-    e->t_enqueue = e->t_start = n4p_trace_ticks();
+    _Atomic uint64_t *counter = p2p ? &t->p2p_seq : &t->seq;
+    uint64_t seq = N4P_TGET(*counter) + 1;
+    N4P_TSET(*counter, seq);
+    N4P_TSET(e->op, op);
+    N4P_TSET(e->p2p, p2p != 0);
+    N4P_TSET(e->seq, seq);
+    N4P_TSET(e->status, -1); /* not in the library (yet) */
+    N4P_TSET(e->dtype, -1);
+    N4P_TSET(e->redop, -1);
+    N4P_TSET(e->root, -1);
+    N4P_TSET(e->peer, -1);
+    N4P_TSET(e->count, (size_t)-1);
+    N4P_TSET(e->recvcount, (size_t)-1);
+    N4P_TSET(e->sendbuf, NULL);
+    N4P_TSET(e->recvbuf, NULL);
+    N4P_TSET(e->stream, NULL);
+    N4P_TSET(e->group_depth, n4p_group_depth());
+    int64_t now = n4p_trace_ticks();
+    N4P_TSET(e->t_enqueue, now);
+    N4P_TSET(e->t_start, now);
     atomic_store_explicit(&e->t_end, 0, memory_order_relaxed);
     atomic_store_explicit(&e->state, N4P_TS_RUNNING, memory_order_release);
     n4p_trace_cur = e;
@@ -356,15 +367,15 @@ record_event(n4p_trace_entry *e)
             (n4p_gpu_EVENT_CREATE_WITH_FLAGS_fn)n4p_gpu_fn_quiet(NULL,
                                                                  N4P_GPU_EVENT_CREATE_WITH_FLAGS);
         int rc = -1;
+        void *event = NULL;
         if (create != NULL) {
             Py_BEGIN_ALLOW_THREADS
-            rc = create(&e->event, N4P_GPU_EVENT_DISABLE_TIMING);
+            rc = create(&event, N4P_GPU_EVENT_DISABLE_TIMING);
             Py_END_ALLOW_THREADS
         }
-        if (rc != N4P_GPU_SUCCESS) {
-            e->event = NULL;
+        if (rc != N4P_GPU_SUCCESS)
             return -1;
-        }
+        N4P_TSET(e->event, event);
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -463,10 +474,8 @@ n4p_trace_end(PyObject *mod, n4p_trace *t, n4p_trace_entry *e, n4p_trace_entry *
         atomic_store_explicit(&e->state, N4P_TS_FREE, memory_order_release);
         if (&t->ring[(t->n - 1) % t->cap] == e) { /* the last one (no nested call since) */
             __atomic_store_n(&t->n, t->n - 1, __ATOMIC_RELEASE);
-            if (e->p2p)
-                t->p2p_seq--;
-            else
-                t->seq--;
+            _Atomic uint64_t *counter = N4P_TGET(e->p2p) ? &t->p2p_seq : &t->seq;
+            N4P_TSET(*counter, N4P_TGET(*counter) - 1);
         }
     } else {
         if (e->status != ncclSuccess && e->status != ncclInProgress) {
@@ -741,8 +750,8 @@ n4p_trace_setup(PyObject *mod, n4p_trace **slot, atomic_ulong *owner, ncclComm_t
     n4p_trace *t = *slot;
     atomic_store(&t->comm, comm);
     if (rank >= 0 && nranks > 0) { /* a rank that hangs before its first call leaves a record */
-        t->rank = rank;
-        t->nranks = nranks;
+        N4P_TSET(t->rank, rank);
+        N4P_TSET(t->nranks, nranks);
     }
     if (timeout >= 0) {
         if (timeout > 0 && n4p_watchdog_start() != 0) {

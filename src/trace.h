@@ -34,6 +34,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* A relaxed store and load of an atomic field that one thread writes and
+ * another (the watchdog) may read at the same time. */
+#define N4P_TSET(lv, v) atomic_store_explicit(&(lv), (v), memory_order_relaxed)
+#define N4P_TGET(lv) atomic_load_explicit(&(lv), memory_order_relaxed)
+
 /* Entry states. */
 enum {
     N4P_TS_FREE = 0,
@@ -47,18 +52,22 @@ enum {
 };
 
 typedef struct {
+    /* The calling thread fills an entry while the watchdog may be writing a
+     * record of it: every field is atomic, written with relaxed stores
+     * (N4P_TSET: a plain store on x86-64 and AArch64), so the record shows
+     * each field as it was or as it is, never a torn value. */
     _Atomic int state;
-    int status;          /* ncclResult_t of the call (FAILED) */
-    uint64_t seq;        /* collective number (1, 2, ...) or p2p number */
-    const char *op;      /* static string: the method's name */
-    int p2p;             /* send/recv: numbered separately */
-    int dtype, redop, root, peer, group_depth;
-    size_t count, recvcount; /* elements of sendbuf and recvbuf (-1: none) */
-    const void *sendbuf, *recvbuf;
-    void *stream;
-    int64_t t_enqueue, t_start; /* n4p_trace_ticks() */
+    _Atomic int status;          /* ncclResult_t of the call (FAILED) */
+    _Atomic uint64_t seq;        /* collective number (1, 2, ...) or p2p number */
+    _Atomic(const char *) op;    /* static string: the method's name */
+    _Atomic int p2p;             /* send/recv: numbered separately */
+    _Atomic int dtype, redop, root, peer, group_depth;
+    _Atomic size_t count, recvcount; /* elements of sendbuf and recvbuf (-1: none) */
+    _Atomic(const void *) sendbuf, recvbuf;
+    _Atomic(void *) stream;
+    _Atomic int64_t t_enqueue, t_start; /* n4p_trace_ticks() */
     _Atomic int64_t t_end;      /* 0 while in flight */
-    void *event;                /* GPU: completion event (owned, reused) */
+    _Atomic(void *) event;      /* GPU: completion event (owned, reused) */
 } n4p_trace_entry;
 
 typedef struct n4p_trace n4p_trace;
@@ -67,10 +76,11 @@ struct n4p_trace {
     n4p_trace_entry *ring;
     size_t cap;                 /* 0: recording off */
     uint64_t n;                 /* entries ever written (next slot: n % cap) */
-    uint64_t seq, p2p_seq;
+    _Atomic uint64_t seq, p2p_seq; /* written by the calling thread (N4P_TSET) */
     _Atomic(ncclComm_t) comm;   /* the handle of the last call */
     atomic_ulong *owner;        /* communicator.c's "thread inside a call" word */
-    int rank, nranks, index;
+    _Atomic int rank, nranks;   /* written by the calling thread (N4P_TSET) */
+    int index;
     int gpu;                    /* a GPU library: completion through events */
     int64_t timeout_ns;         /* 0: no watchdog */
     char hash[40];              /* communicator hash, from Python ("" unknown) */
@@ -138,14 +148,14 @@ n4p_trace_note_buffer(n4p_trace_entry *e, int writable, const void *ptr, size_t 
     if (e == NULL)
         return;
     if (writable) {
-        e->recvbuf = ptr;
-        e->recvcount = count;
+        N4P_TSET(e->recvbuf, ptr);
+        N4P_TSET(e->recvcount, count);
     } else {
-        e->sendbuf = ptr;
-        e->count = count;
+        N4P_TSET(e->sendbuf, ptr);
+        N4P_TSET(e->count, count);
     }
-    if (e->dtype < 0)
-        e->dtype = dtype;
+    if (N4P_TGET(e->dtype) < 0)
+        N4P_TSET(e->dtype, dtype);
 }
 
 /* The int fields of an entry that the argument parser notes. */
@@ -158,13 +168,13 @@ n4p_trace_note_int(n4p_trace_entry *e, n4p_trace_field field, int v)
         return;
     switch (field) {
     case N4P_TF_REDOP:
-        e->redop = v;
+        N4P_TSET(e->redop, v);
         break;
     case N4P_TF_ROOT:
-        e->root = v;
+        N4P_TSET(e->root, v);
         break;
     case N4P_TF_PEER:
-        e->peer = v;
+        N4P_TSET(e->peer, v);
         break;
     }
 }
@@ -173,7 +183,7 @@ static inline void
 n4p_trace_note_stream(n4p_trace_entry *e, void *stream)
 {
     if (e != NULL)
-        e->stream = stream;
+        N4P_TSET(e->stream, stream);
 }
 
 /* The library call returned r. */
@@ -181,7 +191,7 @@ static inline void
 n4p_trace_note_status(n4p_trace_entry *e, ncclResult_t r)
 {
     if (e != NULL)
-        e->status = (int)r;
+        N4P_TSET(e->status, (int)r);
 }
 
 /* Methods of _CommunicatorBase (trace.c). */

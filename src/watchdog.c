@@ -107,7 +107,7 @@ poll_events(n4p_trace *t, int64_t now)
         if (e->event == NULL || query(e->event) != N4P_GPU_SUCCESS)
             continue; /* not ready (or an error: the async error poll reports it) */
         if (prev_end > e->t_start)
-            e->t_start = prev_end; /* it could not start before the one before it ended */
+            N4P_TSET(e->t_start, prev_end); /* it could not start before the one before it ended */
         atomic_store(&e->t_end, now);
         prev_end = now;
         int expected = N4P_TS_ENQUEUED;
