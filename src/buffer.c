@@ -1301,6 +1301,41 @@ classify(n4p_state *st, PyTypeObject *tp)
     return t;
 }
 
+/* A new reference to tp's freshly classified kind, entered in the cache
+ * (cleared first when full), or NULL on error. */
+static PyObject *
+cache_kind(n4p_state *st, PyTypeObject *tp)
+{
+    PyObject *v = classify(st, tp);
+    if (v == NULL)
+        return NULL;
+    if (PyDict_GET_SIZE(st->buffer_kinds) >= KIND_CACHE_MAX)
+        PyDict_Clear(st->buffer_kinds);
+    if (PyDict_SetItem(st->buffer_kinds, (PyObject *)tp, v) < 0) {
+        Py_DECREF(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* A cache entry read: its kind (*api set for the exchange kind; *torch for
+ * a torch tensor type), or -1 on error. */
+static int
+kind_from_entry(PyObject *v, const n4p_dlexchange_api **api, int *torch)
+{
+    if (PyTuple_CheckExact(v)) {
+        *torch = 1;
+        v = PyTuple_GET_ITEM(v, 0);
+    }
+    if (PyLong_CheckExact(v))
+        return (int)PyLong_AsLong(v);
+    if ((*api = exchange_table(v)) == NULL) { /* the producer's table: static data */
+        PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API table vanished");
+        return -1;
+    }
+    return 0;
+}
+
 /* The kind of tp (*api set for the exchange kind; *torch for a torch tensor
  * type), or -1 on error. */
 static int
@@ -1314,63 +1349,23 @@ kind_of(n4p_state *st, PyTypeObject *tp, const n4p_dlexchange_api **api, int *to
      * racing classification's entry).  The dict locks itself; the kinds are
      * small ints (immortal: no reference count is written). */
     int got = n4p_dict_get_ref(st->buffer_kinds, (PyObject *)tp, &v);
-    if (got < 0)
+    if (got < 0 || (got == 0 && (v = cache_kind(st, tp)) == NULL))
         return -1;
-    if (got == 0) {
-        if ((v = classify(st, tp)) == NULL)
-            return -1;
-        if (PyDict_GET_SIZE(st->buffer_kinds) >= KIND_CACHE_MAX)
-            PyDict_Clear(st->buffer_kinds);
-        if (PyDict_SetItem(st->buffer_kinds, (PyObject *)tp, v) < 0) {
-            Py_DECREF(v);
-            return -1;
-        }
-    }
-    PyObject *held = v;
-    int kind = 0;
-    if (PyTuple_CheckExact(v)) {
-        *torch = 1;
-        v = PyTuple_GET_ITEM(v, 0);
-    }
-    if (PyLong_CheckExact(v))
-        kind = (int)PyLong_AsLong(v);
-    else if ((*api = exchange_table(v)) == NULL) { /* the producer's table: static data */
-        PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API table vanished");
-        kind = -1;
-    }
-    Py_DECREF(held);
+    int kind = kind_from_entry(v, api, torch);
+    Py_DECREF(v);
     return kind;
 #else
-    if ((PyObject *)tp == st->last_buffer_type) {
-        /* the usual case: the same array type as last time */
-        v = st->last_buffer_kind;
-        goto found;
-    }
+    if ((PyObject *)tp == st->last_buffer_type) /* the usual case: the same type as last time */
+        return kind_from_entry(st->last_buffer_kind, api, torch);
     v = PyDict_GetItemWithError(st->buffer_kinds, (PyObject *)tp);
     if (v == NULL) {
-        if (PyErr_Occurred() || (v = classify(st, tp)) == NULL)
+        if (PyErr_Occurred() || (v = cache_kind(st, tp)) == NULL)
             return -1;
-        if (PyDict_GET_SIZE(st->buffer_kinds) >= KIND_CACHE_MAX)
-            PyDict_Clear(st->buffer_kinds);
-        int r = PyDict_SetItem(st->buffer_kinds, (PyObject *)tp, v);
         Py_DECREF(v); /* the dict holds it; read it before any Python code runs */
-        if (r < 0)
-            return -1;
     }
     Py_XSETREF(st->last_buffer_type, Py_NewRef((PyObject *)tp));
     Py_XSETREF(st->last_buffer_kind, Py_NewRef(v));
-found:
-    if (PyTuple_CheckExact(v)) {
-        *torch = 1;
-        v = PyTuple_GET_ITEM(v, 0);
-    }
-    if (PyLong_CheckExact(v))
-        return (int)PyLong_AsLong(v);
-    if ((*api = exchange_table(v)) == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API table vanished");
-        return -1;
-    }
-    return 0;
+    return kind_from_entry(v, api, torch);
 #endif
 }
 
